@@ -1,0 +1,1 @@
+"""Label recordings and cut the curriculum (`wtf annotate`, `wtf build-curriculum`)."""

@@ -1,0 +1,1 @@
+"""Drive an emulator with both players and record frames, keys and RAM (`wtf collect`)."""

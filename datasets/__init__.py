@@ -1,0 +1,1 @@
+"""PyTorch datasets over the curriculum shards (imported as `wantofight.datasets`)."""

@@ -1,0 +1,1 @@
+"""The three-stage WanToFight trainer (`wtf train`)."""

@@ -1,0 +1,31 @@
+"""The `wtf` command line: a thin Typer app; each command group lives beside its library code.
+
+Command modules import their heavy dependencies (torch, stable_retro) inside the commands, so
+`wtf --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from wantofight.collect import cli as collect_cli
+from wantofight_model import cli as model_cli
+
+app = typer.Typer(
+    name="wtf",
+    help="wantofight: record, annotate, curate and train generative fighting-game engines.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+collect_cli.register(app)
+app.add_typer(model_cli.app, name="model")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

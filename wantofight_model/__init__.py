@@ -1,0 +1,1 @@
+"""WanToFight generator model."""
