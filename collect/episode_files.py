@@ -1,0 +1,129 @@
+"""The on-disk episode: `video.mp4`, `frames.parquet`, `meta.json`, `start.state`, `inputs.bk2`.
+
+An episode is written into a hidden temporary folder and renamed into place only when every file is
+complete, so readers never see half an episode. `docs/recording-format.md` is the contract.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FORMAT_VERSION = 1
+TMP_PREFIX = ".tmp-"
+VIDEO_CODEC = "libx264rgb"
+VIDEO_OPTIONS = {"crf": "0", "preset": "ultrafast"}
+"""Lossless RGB H.264: every decoded pixel equals the emulator's (checked by `wtf replay --verify`)."""
+
+
+class VideoWriter:
+    """Streams RGB frames into a lossless H.264 MP4 (one encoder thread: workers scale by process)."""
+
+    def __init__(self, path: Path, fps: int, width: int, height: int):
+        import av
+
+        self.container = av.open(str(path), "w", format="mp4")
+        self.stream = self.container.add_stream(VIDEO_CODEC, rate=fps)
+        self.stream.width, self.stream.height = width, height
+        self.stream.pix_fmt = "rgb24"
+        self.stream.options = dict(VIDEO_OPTIONS)
+        self.stream.codec_context.thread_count = 1
+        self._frame_type = av.VideoFrame
+
+    def write(self, rgb: np.ndarray) -> None:
+        """rgb: (H, W, 3) uint8."""
+        frame = self._frame_type.from_ndarray(rgb, format="rgb24")
+        for packet in self.stream.encode(frame):
+            self.container.mux(packet)
+
+    def close(self) -> None:
+        for packet in self.stream.encode():
+            self.container.mux(packet)
+        self.container.close()
+
+
+def read_video(path: Path) -> np.ndarray:
+    """All frames of an episode video: (T, H, W, 3) uint8."""
+    import decord
+
+    reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
+    return reader.get_batch(list(range(len(reader)))).asnumpy()
+
+
+def ram_column_type(values: list[int]) -> pa.DataType:
+    """The narrowest Arrow integer type that holds a RAM variable's recorded values."""
+    low, high = (min(values), max(values)) if values else (0, 0)
+    for dtype, lo, hi in ((pa.uint8(), 0, 255), (pa.int16(), -(2**15), 2**15 - 1), (pa.int32(), -(2**31), 2**31 - 1)):
+        if lo <= low and high <= hi:
+            return dtype
+    return pa.int64()
+
+
+def write_frames_table(path: Path, p1_keys: list[int], p2_keys: list[int], ram: dict[str, list[int]]) -> None:
+    """One row per recorded frame: frame_index, p1_keys, p2_keys (uint16), one column per RAM name."""
+    columns = {
+        "frame_index": pa.array(np.arange(len(p1_keys), dtype=np.int32)),
+        "p1_keys": pa.array(np.asarray(p1_keys, dtype=np.uint16)),
+        "p2_keys": pa.array(np.asarray(p2_keys, dtype=np.uint16)),
+    }
+    for name, values in ram.items():
+        columns[name] = pa.array(values, type=ram_column_type(values))
+    pq.write_table(pa.table(columns), path, compression="zstd")
+
+
+def read_frames_table(path: Path) -> pa.Table:
+    return pq.read_table(path)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write JSON atomically (temp name, then rename)."""
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def write_state(path: Path, state: bytes) -> None:
+    """A savestate, gzipped as stable-retro stores them (`mtime=0` keeps the bytes reproducible)."""
+    path.write_bytes(gzip.compress(state, mtime=0))
+
+
+def read_state(path: Path) -> bytes:
+    return gzip.decompress(path.read_bytes())
+
+
+def episode_tmp_dir(episodes_dir: Path, episode_id: str) -> Path:
+    return episodes_dir / f"{TMP_PREFIX}{episode_id}-{os.getpid()}"
+
+
+def publish(tmp_dir: Path, final_dir: Path) -> None:
+    """Make a finished episode visible in one rename."""
+    os.replace(tmp_dir, final_dir)
+
+
+def discard(tmp_dir: Path) -> None:
+    """Remove an unfinished episode."""
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def remove_leftovers(episodes_dir: Path) -> list[Path]:
+    """Delete temporary folders a killed run left behind; returns what was removed."""
+    removed = []
+    if episodes_dir.is_dir():
+        for path in episodes_dir.glob(f"{TMP_PREFIX}*"):
+            discard(path)
+            removed.append(path)
+    return removed
+
+
+def complete_episodes(episodes_dir: Path) -> list[Path]:
+    """Published episode folders, sorted by id."""
+    if not episodes_dir.is_dir():
+        return []
+    return sorted(p for p in episodes_dir.iterdir() if p.is_dir() and not p.name.startswith(TMP_PREFIX))

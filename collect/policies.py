@@ -1,0 +1,394 @@
+"""Who presses the buttons: one registry of per-player policies, all seeded.
+
+A policy sees the RAM of the last recorded row (names of SPEC §4.3) and returns the 16-slot mask it
+wants held for the next row. The recorder sends that mask through the platform's button table and
+records what the emulator received, so a slot the platform lacks never reaches the data.
+
+Specs: `idle`, `random`, `scripted`, `drill`, `keys:PATH`; `ppo:CHECKPOINT` and
+`ppo-ladder:DIR` come with the learned-agents extra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from wantofight.collect.game_registry import GameSpec
+from wantofight.collect.keyfile import KeyScript, read_key_file
+from wantofight.collect.keys import SLOT_INDEX, mask_of
+
+UP, DOWN, LEFT, RIGHT = (1 << SLOT_INDEX[k] for k in ("UP", "DOWN", "LEFT", "RIGHT"))
+SYSTEM_KEYS = mask_of(["START", "SELECT", "MODE"])
+
+
+class PolicyError(ValueError):
+    """An unknown policy spec, or one the game cannot support."""
+
+
+@dataclass
+class PlayerContext:
+    """What a policy knows about its episode."""
+
+    player: int
+    """0 for P1, 1 for P2."""
+    game: GameSpec
+    seed: int
+    """This player's seed for this episode."""
+    episode_seed: int
+    """Shared by both players (drills derive one joint schedule from it)."""
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    @property
+    def me(self) -> str:
+        return PlayerView(self.player).me
+
+    @property
+    def foe(self) -> str:
+        return PlayerView(self.player).foe
+
+
+class Policy(Protocol):
+    spec: str
+
+    def reset(self, ctx: PlayerContext) -> None: ...
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        """The mask to hold for row `t` (t ≥ 1), given the RAM of row t − 1."""
+
+    def finished(self, t: int) -> bool:
+        """True when the policy has no input for row `t` and the episode should end."""
+
+
+@dataclass(frozen=True)
+class PlayerView:
+    """Names a player's RAM prefixes (`p1`/`p2`) and its opponent's."""
+
+    player: int
+
+    @property
+    def me(self) -> str:
+        return f"p{self.player + 1}"
+
+    @property
+    def foe(self) -> str:
+        return f"p{2 - self.player}"
+
+
+def toward_away(ctx: PlayerView, ram: dict[str, int]) -> tuple[int, int]:
+    """(toward, away) direction bits for a player, from both fighters' x positions."""
+    if ram[f"{ctx.foe}_x"] >= ram[f"{ctx.me}_x"]:
+        return RIGHT, LEFT
+    return LEFT, RIGHT
+
+
+def relative_mask(words: list[str], toward: int, away: int) -> int:
+    """`["toward", "A"]` → mask, with toward/away resolved to LEFT/RIGHT."""
+    mask = 0
+    for word in words:
+        if word == "toward":
+            mask |= toward
+        elif word == "away":
+            mask |= away
+        else:
+            mask |= mask_of([word])
+    return mask
+
+
+def require_ram(ctx: PlayerContext, spec: str, names: tuple[str, ...]) -> None:
+    """Fail before recording when a policy needs RAM variables the game does not expose."""
+    if not ctx.game.builtin:
+        raise PolicyError(
+            f"policy {spec!r} reads the RAM variables {', '.join(names)}, which {ctx.game.name} does not "
+            "map; use idle, random or keys:PATH"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Simple policies
+
+
+class Idle:
+    spec = "idle"
+
+    def reset(self, ctx: PlayerContext) -> None:
+        pass
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        return 0
+
+    def finished(self, t: int) -> bool:
+        return False
+
+
+class RandomButtons:
+    """Random button combinations held for random durations (not per-frame coin flips)."""
+
+    spec = "random"
+    max_hold = 30
+    """Longest hold, in recorded frames."""
+
+    def reset(self, ctx: PlayerContext) -> None:
+        self.rng = ctx.rng
+        # START/SELECT/MODE pause or leave the game; random play keeps to the fighting buttons.
+        supported = ctx.game.buttons.supported_mask() & ~SYSTEM_KEYS
+        self.slots = [1 << i for i in range(16) if supported >> i & 1]
+        self.mask, self.until = 0, 0
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        if t >= self.until:
+            count = self.rng.choice([0, 1, 1, 2, 2, 3])
+            chosen = self.rng.choice(len(self.slots), size=count, replace=False)
+            self.mask = int(sum(self.slots[i] for i in chosen))
+            self.until = t + int(self.rng.integers(1, self.max_hold + 1))
+        return self.mask
+
+    def finished(self, t: int) -> bool:
+        return False
+
+
+class KeysFromFile:
+    """Plays one player's column of a key file; the episode ends with the file."""
+
+    def __init__(self, path: str):
+        self.spec = f"keys:{path}"
+        self.script: KeyScript = read_key_file(path)
+
+    def reset(self, ctx: PlayerContext) -> None:
+        self.masks = self.script.masks(ctx.player)
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        return int(self.masks[t - 1])
+
+    def finished(self, t: int) -> bool:
+        return t > len(self.masks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted match AI
+
+
+@dataclass
+class Temperament:
+    """Randomised per episode so that matches differ."""
+
+    reaction: int  # recorded frames between decisions
+    reach_slack: int  # pixels added to a move's reach before trying it
+    block_chance: float
+    jump_chance: float
+    retreat_chance: float
+    attack_chance: float
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator) -> "Temperament":
+        return cls(
+            reaction=int(rng.integers(2, 7)),
+            reach_slack=int(rng.integers(-4, 6)),
+            block_chance=float(rng.uniform(0.3, 0.9)),
+            jump_chance=float(rng.uniform(0.02, 0.12)),
+            retreat_chance=float(rng.uniform(0.02, 0.15)),
+            attack_chance=float(rng.uniform(0.5, 0.95)),
+        )
+
+
+class Scripted:
+    """A match AI: approaches, attacks in range, blocks, jumps over, retreats."""
+
+    spec = "scripted"
+    needs = ("p1_x", "p2_x", "p1_state", "p2_state", "p1_move", "p2_move", "phase")
+
+    def reset(self, ctx: PlayerContext) -> None:
+        require_ram(ctx, self.spec, self.needs)
+        self.ctx, self.rng = ctx, ctx.rng
+        self.mood = Temperament.draw(ctx.rng)
+        info = ctx.game.info
+        self.states = info["state_ids"]
+        self.ground_moves = [m for m in info["moves"] if m["stance"] != "air"]
+        self.moves_by_id = {m["id"]: m for m in info["moves"]}
+        self.mask, self.next_decision, self.release_at = 0, 0, 0
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        if t >= self.release_at:
+            self.mask &= ~mask_of(["A", "B"])  # attack buttons are taps, not holds
+        if t < self.next_decision:
+            return self.mask
+        self.next_decision = t + self.mood.reaction
+        self.mask = self.decide(ram, t)
+        return self.mask
+
+    def decide(self, ram: dict[str, int], t: int) -> int:
+        if ram["phase"] != 1:
+            return 0
+        toward, away = toward_away(self.ctx, ram)
+        me, foe = self.ctx.me, self.ctx.foe
+        distance = abs(ram[f"{foe}_x"] - ram[f"{me}_x"])
+        foe_move = self.moves_by_id.get(ram[f"{foe}_move"])
+        rng = self.rng
+        if foe_move is not None and distance < reach(foe_move) + 16 and rng.random() < self.mood.block_chance:
+            return away | (DOWN if foe_move["blocked_by"] == "low" else 0)
+        if ram[f"{me}_state"] != self.states["idle"] and ram[f"{me}_state"] not in self.mobile_states():
+            return 0
+        in_range = [m for m in self.ground_moves if distance <= reach(m) + self.mood.reach_slack]
+        if in_range and rng.random() < self.mood.attack_chance:
+            move = in_range[int(rng.integers(len(in_range)))]
+            self.release_at = t + 2
+            return relative_mask(move["input"], toward, away)
+        if distance < 40 and rng.random() < self.mood.jump_chance:
+            return UP | toward  # a forward jump from close range crosses over
+        if rng.random() < self.mood.retreat_chance:
+            return away
+        if in_range:
+            return 0
+        return toward
+
+    def mobile_states(self) -> set[int]:
+        names = ("walk_forward", "walk_back", "crouch", "block_high", "block_low")
+        return {self.states[n] for n in names if n in self.states}
+
+    def finished(self, t: int) -> bool:
+        return False
+
+
+def reach(move: dict) -> int:
+    """How far in front of the fighter's x a move's hitbox ends, in pixels."""
+    dx, _, width, _ = move["hitbox"]
+    return dx + width
+
+
+# ---------------------------------------------------------------------------------------------
+# Drills: single-action and dual-action
+
+
+MOVEMENTS: dict[str, tuple[list[str], int]] = {
+    # name: (relative input, frames held) — generic fighting-game movement, drilled like moves.
+    "walk_forward": (["toward"], 20),
+    "walk_back": (["away"], 20),
+    "crouch": (["DOWN"], 16),
+    "jump_up": (["UP"], 2),
+    "jump_forward": (["UP", "toward"], 2),
+    "jump_back": (["UP", "away"], 2),
+    "block_high": (["away"], 16),
+    "block_low": (["DOWN", "away"], 16),
+}
+JUMP_ATTACK_DELAY = 8
+"""Recorded frames after take-off at which an air move's button is pressed."""
+
+
+@dataclass(frozen=True)
+class DrillItem:
+    """One drill: each acting player's action, and its start offset in recorded frames."""
+
+    actions: tuple[str | None, str | None]
+    offsets: tuple[int, int] = (0, 0)
+
+    @property
+    def dual(self) -> bool:
+        return all(a is not None for a in self.actions)
+
+
+def drill_schedule(game: GameSpec, episode_seed: int, dual_count: int = 12) -> list[DrillItem]:
+    """Every move and movement for P1 then P2 (shuffled), then dual drills with timing offsets."""
+    rng = np.random.default_rng(episode_seed)
+    actions = [m["name"] for m in game.info["moves"]] + list(MOVEMENTS)
+    items: list[DrillItem] = []
+    for player in (0, 1):
+        for name in rng.permutation(actions):
+            pair = (str(name), None) if player == 0 else (None, str(name))
+            items.append(DrillItem(pair))
+    for _ in range(dual_count):
+        first, second = rng.choice(actions, size=2)
+        delay = int(rng.integers(-6, 7))
+        items.append(DrillItem((str(first), str(second)), (max(0, -delay), max(0, delay))))
+    return items
+
+
+class Drill:
+    """Both players follow one schedule derived from the episode seed; each plays its own part.
+
+    An item starts once both fighters have stood idle for `settle` rows during fighting; dual items
+    first walk the fighters within `close` pixels. Both players' instances read the same RAM, so
+    they agree on when each item starts without talking to each other.
+    """
+
+    spec = "drill"
+    settle = 6
+    close = 40
+
+    def reset(self, ctx: PlayerContext) -> None:
+        require_ram(ctx, self.spec, ("p1_x", "p2_x", "p1_state", "p2_state", "phase"))
+        self.ctx = ctx
+        self.schedule = drill_schedule(ctx.game, ctx.episode_seed)
+        self.moves = {m["name"]: m for m in ctx.game.info["moves"]}
+        self.idle = ctx.game.info["state_ids"]["idle"]
+        self.item_index, self.calm, self.started_at, self.ends_at = 0, 0, None, 0
+        self.plan: dict[int, int] = {}
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        neutral = ram["phase"] == 1 and ram["p1_state"] == self.idle and ram["p2_state"] == self.idle
+        if self.started_at is not None and t > self.ends_at and neutral:
+            self.started_at, self.item_index = None, (self.item_index + 1) % len(self.schedule)
+        if self.started_at is None:
+            self.calm = self.calm + 1 if neutral else 0
+            item = self.schedule[self.item_index]
+            if item.dual and neutral and abs(ram["p1_x"] - ram["p2_x"]) > self.close:
+                self.calm = 0
+                return toward_away(self.ctx, ram)[0]
+            if self.calm < self.settle:
+                return 0
+            self.started_at, self.calm = t, 0
+            parts = [self.plan_part(item, player, ram, t) for player in (0, 1)]
+            self.plan = parts[self.ctx.player]
+            self.ends_at = max(max(part, default=t) for part in parts)
+        return self.plan.get(t, 0)
+
+    def plan_part(self, item: DrillItem, player: int, ram: dict[str, int], t: int) -> dict[int, int]:
+        """Row → mask for one player's part of `item` (empty when that player only watches)."""
+        name = item.actions[player]
+        if name is None:
+            return {}
+        toward, away = toward_away(PlayerView(player), ram)
+        start = t + item.offsets[player]
+        if name in MOVEMENTS:
+            words, hold = MOVEMENTS[name]
+            return {start + i: relative_mask(words, toward, away) for i in range(hold)}
+        move = self.moves[name]
+        press = relative_mask(move["input"], toward, away)
+        if move["stance"] == "air":
+            jump = {start: UP, start + 1: UP}
+            return jump | {start + JUMP_ATTACK_DELAY: press, start + JUMP_ATTACK_DELAY + 1: press}
+        return {start: press, start + 1: press}
+
+    def finished(self, t: int) -> bool:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+
+
+SIMPLE: dict[str, Callable[[], Policy]] = {
+    "idle": Idle,
+    "random": RandomButtons,
+    "scripted": Scripted,
+    "drill": Drill,
+}
+PREFIXED: dict[str, Callable[[str], Policy]] = {"keys": KeysFromFile}
+"""`name:argument` policies; the learned-agents extra registers `ppo` and `ppo-ladder` here."""
+
+
+def valid_specs() -> list[str]:
+    return list(SIMPLE) + [f"{name}:PATH" for name in PREFIXED]
+
+
+def make_policy(spec: str) -> Policy:
+    """Build a policy from its spec; raises PolicyError listing the valid ones."""
+    if spec in SIMPLE:
+        return SIMPLE[spec]()
+    name, sep, argument = spec.partition(":")
+    if sep and name in PREFIXED and argument:
+        return PREFIXED[name](argument)
+    raise PolicyError(f"unknown policy {spec!r}; valid policies: {', '.join(valid_specs())}")

@@ -1,0 +1,255 @@
+"""A collection run: K worker processes (one emulator each) record episodes into `OUT/episodes/`.
+
+The run's settings live in `OUT/run.json`; `--resume` reads them back and records the episodes
+still missing. Episode i always gets the seed derived from (run seed, i), so a resumed run ends up
+with the same episodes as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wantofight.collect import episode_files as files
+from wantofight.collect.game_registry import GameError, GameSpec, resolve_game
+from wantofight.collect.policies import PolicyError, make_policy
+from wantofight.collect.recorder import RECORD_FPS, EpisodeJob, EpisodeResult, RecordConfig
+
+RUN_FILE = "run.json"
+
+
+class CollectError(RuntimeError):
+    """A collection run that cannot start or continue; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything that defines a run's episodes (stored in run.json)."""
+
+    game: str = "duel"
+    state: str | None = None
+    policy: str = "scripted"
+    p2_policy: str | None = None
+    episodes: int = 2
+    max_frames: int = 9000
+    fps: int = 30
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.fps not in RECORD_FPS:
+            raise CollectError(f"--fps {self.fps} is not supported; valid: {', '.join(map(str, RECORD_FPS))}")
+        if self.episodes < 1:
+            raise CollectError(f"--episodes must be at least 1, got {self.episodes}")
+        if self.max_frames < 1:
+            raise CollectError(f"--max-frames must be at least 1, got {self.max_frames}")
+
+    @property
+    def policies(self) -> tuple[str, str]:
+        return self.policy, self.p2_policy or self.policy
+
+
+def episode_seed(run_seed: int, index: int) -> int:
+    return int(np.random.SeedSequence([run_seed, index]).generate_state(1)[0])
+
+
+def episode_id(index: int) -> str:
+    return f"ep{index:06d}"
+
+
+def validate(settings: RunSettings) -> tuple[GameSpec, RecordConfig]:
+    """Check game, state and policies before anything is written."""
+    try:
+        game = resolve_game(settings.game)
+        state = game.resolve_state(settings.state)
+    except GameError as err:
+        raise CollectError(str(err)) from None
+    for spec in settings.policies:
+        try:
+            make_policy(spec)
+        except (PolicyError, ValueError) as err:
+            raise CollectError(str(err)) from None
+    config = RecordConfig(
+        game=game.name, state=state, policies=settings.policies, fps=settings.fps, max_frames=settings.max_frames
+    )
+    return game, config
+
+
+def prepare_out(out: Path, settings: RunSettings, resume: bool, given: set[str]) -> RunSettings:
+    """Create or reopen the run folder; returns the settings to record with."""
+    run_file = out / RUN_FILE
+    if run_file.exists():
+        if not resume:
+            raise CollectError(f"{out} already holds a run; add --resume to top it up, or pick another --out")
+        import json
+
+        stored = RunSettings(**json.loads(run_file.read_text())["settings"])
+        for name in given - {"episodes"}:
+            if getattr(stored, name) != getattr(settings, name):
+                raise CollectError(
+                    f"--resume: {name}={getattr(settings, name)!r} differs from the run's {getattr(stored, name)!r}"
+                )
+        settings = RunSettings(**{**asdict(stored), "episodes": settings.episodes})
+    elif resume:
+        raise CollectError(f"--resume: {out} holds no run to resume (no {RUN_FILE})")
+    try:
+        (out / "episodes").mkdir(parents=True, exist_ok=True)
+        probe = out / f"{files.TMP_PREFIX}probe"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as err:
+        raise CollectError(f"cannot write to --out {out}: {err.strerror}") from None
+    files.remove_leftovers(out / "episodes")
+    from wantofight import __version__
+
+    files.write_json(run_file, {"settings": asdict(settings), "tool_version": __version__})
+    return settings
+
+
+def pending_jobs(out: Path, settings: RunSettings) -> list[EpisodeJob]:
+    done = {p.name for p in files.complete_episodes(out / "episodes")}
+    return [
+        EpisodeJob(episode_id(i), i, episode_seed(settings.seed, i))
+        for i in range(settings.episodes)
+        if episode_id(i) not in done
+    ]
+
+
+# -------------------------------------------------------------------------------------------------
+# Worker processes
+
+
+def worker_main(game_name: str, config: RecordConfig, episodes_dir: str, jobs, events, stop) -> None:
+    """One emulator: take jobs until the queue is empty; report frames, episodes and errors."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    from wantofight.collect.recorder import Recorder
+
+    recorder = None
+    try:
+        recorder = Recorder(resolve_game(game_name), config)
+        while not stop.is_set():
+            try:
+                job = jobs.get_nowait()
+            except queue.Empty:
+                break
+            tmp = files.episode_tmp_dir(Path(episodes_dir), job.episode_id)
+            tmp.mkdir()
+            try:
+                result = recorder.record(
+                    job, tmp, on_frames=lambda n: events.put(("frames", n)), should_stop=stop.is_set
+                )
+            except KeyboardInterrupt:
+                files.discard(tmp)
+                break
+            except BaseException:
+                files.discard(tmp)
+                raise
+            files.publish(tmp, Path(episodes_dir) / job.episode_id)
+            events.put(("episode", result))
+    except OSError as err:
+        events.put(("error", f"cannot write episode: {err.strerror or err}"))
+    except Exception as err:  # reported to the parent, which prints one line and exits non-zero
+        events.put(("error", f"{type(err).__name__}: {err}"))
+    finally:
+        if recorder is not None:
+            recorder.close()
+        events.put(("exit", os.getpid()))
+
+
+def collect(settings: RunSettings, out: Path, workers: int = 1, resume: bool = False, given: set[str] = frozenset(),
+            progress: bool = True) -> list[EpisodeResult]:
+    """Record a run; returns the episodes recorded by this call. Raises CollectError on bad input."""
+    if workers < 1:
+        raise CollectError(f"--workers must be at least 1, got {workers}")
+    validate(settings)
+    settings = prepare_out(out, settings, resume, given)
+    game, config = validate(settings)
+    jobs_list = pending_jobs(out, settings)
+    if not jobs_list:
+        return []
+    ctx = mp.get_context("spawn")
+    jobs, events, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+    for job in jobs_list:
+        jobs.put(job)
+    count = min(workers, len(jobs_list))
+    procs = [
+        ctx.Process(target=worker_main, args=(game.name, config, str(out / "episodes"), jobs, events, stop))
+        for _ in range(count)
+    ]
+    for proc in procs:
+        proc.start()
+    results: list[EpisodeResult] = []
+    errors: list[str] = []
+    with RunProgress(len(jobs_list), enabled=progress) as bar:
+        alive = count
+        try:
+            while alive:
+                try:
+                    kind, payload = events.get(timeout=0.5)
+                except queue.Empty:
+                    if not any(p.is_alive() for p in procs):
+                        break
+                    continue
+                if kind == "frames":
+                    bar.frames(payload)
+                elif kind == "episode":
+                    results.append(payload)
+                    bar.episode()
+                elif kind == "error":
+                    errors.append(payload)
+                    stop.set()
+                elif kind == "exit":
+                    alive -= 1
+        except KeyboardInterrupt:
+            stop.set()
+            for proc in procs:
+                proc.join(timeout=30)
+            raise
+    for proc in procs:
+        proc.join()
+    if errors:
+        raise CollectError(errors[0])
+    return results
+
+
+class RunProgress:
+    """A rich progress bar: episodes done, frames recorded and frames per second."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.enabled, self.total = enabled, total
+        self.frame_count, self.started = 0, time.perf_counter()
+
+    def __enter__(self) -> "RunProgress":
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("[bold]collect"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("episodes · {task.fields[frames]:,} frames · {task.fields[fps]:,.0f} frames/s"),
+                TimeElapsedColumn(),
+            )
+            self.bar.__enter__()
+            self.task = self.bar.add_task("collect", total=self.total, frames=0, fps=0.0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self.bar.__exit__(*exc)
+
+    def frames(self, n: int) -> None:
+        self.frame_count += n
+        if self.enabled:
+            fps = self.frame_count / max(time.perf_counter() - self.started, 1e-9)
+            self.bar.update(self.task, frames=self.frame_count, fps=fps)
+
+    def episode(self) -> None:
+        if self.enabled:
+            self.bar.advance(self.task)
