@@ -19,7 +19,7 @@ import numpy as np
 
 from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import GameError, GameSpec, resolve_game
-from wantofight.collect.policies import PolicyError, make_policy
+from wantofight.collect.policies import PlayerContext, PolicyError, make_policy
 from wantofight.collect.recorder import RECORD_FPS, EpisodeJob, EpisodeResult, RecordConfig
 
 RUN_FILE = "run.json"
@@ -70,9 +70,10 @@ def validate(settings: RunSettings) -> tuple[GameSpec, RecordConfig]:
         state = game.resolve_state(settings.state)
     except GameError as err:
         raise CollectError(str(err)) from None
-    for spec in settings.policies:
+    for player, spec in enumerate(settings.policies):
         try:
-            make_policy(spec)
+            # A trial reset checks the policy against the game (key file, RAM names it reads).
+            make_policy(spec).reset(PlayerContext(player=player, game=game, seed=0, episode_seed=0))
         except (PolicyError, ValueError) as err:
             raise CollectError(str(err)) from None
     config = RecordConfig(
