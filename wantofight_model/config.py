@@ -1,0 +1,216 @@
+"""Typed, validated configuration of the WanToFight generator (SPEC §2).
+
+One `ModelConfig` describes everything that sizes a tensor: the Wan2.1 DiT backbone, the keyboard
+injection, the player association, the rolling KV cache, the sampler and the VAE. Presets
+(`presets.py`) are functions returning one of these; nothing else in the package holds a size.
+
+Time bookkeeping (used everywhere, so fixed here):
+    pixel frames  T = 1 + 4 (F - 1)     Wan VAE: 4x in time, the first latent holds frame 0 alone
+    latent frames F
+    chunk 0       = latent frame 0 (pixel frame 0, the prompt frame)
+    chunk c >= 1  = latent frames 2c-1, 2c = pixel frames 8c-7 .. 8c (L = 8 frames, SPEC §2)
+so a 161-frame training sample is 41 latent frames = chunk 0 + 20 chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+AttentionMode = Literal["bidirectional", "block_causal"]
+ATTENTION_MODES = ("bidirectional", "block_causal")
+SAMPLERS = ("euler", "x0_renoise")
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _positive(name: str, value: int | float) -> None:
+    _check(value > 0, f"{name} must be > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class VAEConfig:
+    """The Wan2.1 VAE (diffusers `AutoencoderKLWan`); defaults are the published Wan2.1 VAE."""
+
+    base_dim: int = 96
+    """Channel width of the first VAE stage (Wan2.1: 96; tests: 16)."""
+    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
+    """Per-stage channel multipliers (Wan2.1: 1, 2, 4, 4)."""
+    num_res_blocks: int = 2
+    """Residual blocks per stage (Wan2.1: 2)."""
+    temperal_downsample: tuple[bool, ...] = (False, True, True)
+    """Which spatial downsamples also halve time (diffusers spells it 'temperal'); two -> 4x in time."""
+    z_dim: int = 16
+    """Latent channels (Wan2.1: 16)."""
+    pretrained: str | None = None
+    """Local Wan2.1 diffusers folder (with a `vae/` subfolder or the VAE itself); None = random init."""
+
+    def __post_init__(self) -> None:
+        _positive("vae.base_dim", self.base_dim)
+        _positive("vae.num_res_blocks", self.num_res_blocks)
+        _check(len(self.temperal_downsample) == len(self.dim_mult) - 1,
+               f"vae.temperal_downsample needs len(dim_mult) - 1 = {len(self.dim_mult) - 1} entries, "
+               f"got {len(self.temperal_downsample)}")
+        _check(sum(self.temperal_downsample) == 2,
+               f"vae.temperal_downsample must downsample time exactly twice (4x), got {self.temperal_downsample}")
+        _check(len(self.dim_mult) == 4,
+               f"vae.dim_mult must have 4 stages (8x spatial compression), got {self.dim_mult}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of the WanToFight generator. Validated on construction; see `presets.py`."""
+
+    # ---- backbone (Wan2.1 DiT) ----
+    dim: int = 1536
+    """Hidden width of the DiT (Wan2.1-1.3B: 1536)."""
+    num_heads: int = 12
+    """Self-attention heads (Wan2.1-1.3B: 12 x 128)."""
+    ffn_dim: int = 8960
+    """Feed-forward inner width (Wan2.1-1.3B: 8960)."""
+    num_blocks: int = 30
+    """Transformer blocks (Wan2.1-1.3B: 30)."""
+    patch_size: tuple[int, int, int] = (1, 2, 2)
+    """(time, height, width) patch of the latent; time must be 1 so a token lives in one latent frame."""
+    latent_channels: int = 16
+    """Wan-VAE latent channels (in and out of the DiT)."""
+    freq_dim: int = 256
+    """Sinusoidal timestep-embedding width (Wan2.1: 256)."""
+    eps: float = 1e-6
+    """LayerNorm / RMSNorm epsilon (Wan2.1: 1e-6)."""
+    rope_theta: float = 10000.0
+    """3D RoPE base (Wan2.1: 10000)."""
+
+    # ---- video geometry ----
+    height: int = 384
+    """Pixel height (SPEC: 512x384 output)."""
+    width: int = 512
+    """Pixel width."""
+    vae_time_factor: int = 4
+    """Wan-VAE temporal compression (fixed by the VAE)."""
+    vae_space_factor: int = 8
+    """Wan-VAE spatial compression (fixed by the VAE)."""
+    chunk_frames: int = 8
+    """Pixel frames per autoregressive chunk, L = 8 (SPEC §2) = 2 latent frames."""
+    context_chunks: int = 2
+    """Previous chunks a chunk attends to under the block-causal mask, and the KV-cache depth."""
+
+    # ---- keyboard injection ----
+    num_players: int = 2
+    """Players P; keys tensors are (B, T, P, 16)."""
+    num_keys: int = 16
+    """Key slots per player (SPEC §4.1 layout version 1)."""
+    keyboard_dim: int = 256
+    """Width of the keyboard latents produced by the 1D-conv encoder."""
+    keyboard_every: int = 3
+    """Inject keyboard cross-attention after every n-th block (paper: 3 -> 10 points in 30 blocks)."""
+    keyboard_window: int = 3
+    """Keyboard latents a video latent sees: its own step and the (window - 1) before it (paper: 3)."""
+    keyboard_gate_bias: float = 0.0
+    """Initial bias b of the sigmoid gate g = sigmoid(W h + b)."""
+
+    # ---- player association ----
+    clip_model: str = "ViT-H-14"
+    """open_clip architecture of the frozen reference-image encoder (Wan2.1 I2V uses ViT-H/14)."""
+    clip_pretrained: str | None = None
+    """Local open_clip checkpoint file; None = random init (tests, meta-device sizing)."""
+    clip_image_size: int = 224
+    """Reference images are resized to this square size before the CLIP encoder."""
+    clip_dim: int = 1280
+    """Width of the CLIP vision tokens (ViT-H/14: 1280)."""
+    association_heads: int = 4
+    """Heads of the binding cross-attention (keyboard latents -> reference tokens)."""
+
+    # ---- sampling / cache ----
+    num_train_timesteps: int = 1000
+    """Flow-matching timesteps t = 1000 sigma (Wan convention)."""
+    timestep_shift: float = 5.0
+    """Wan's sigma shift, sigma' = s sigma / (1 + (s - 1) sigma) (Wan2.1 T2V default 5)."""
+    cache_write_step: int = -2
+    """Denoising step whose keys/values enter the rolling cache; -2 = penultimate (SPEC §2)."""
+    gradient_checkpointing: bool = False
+    """Recompute block activations in backward (training only)."""
+
+    vae: VAEConfig = field(default_factory=VAEConfig)
+    """The Wan-VAE configuration."""
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "num_heads", "ffn_dim", "num_blocks", "latent_channels", "freq_dim",
+                     "height", "width", "chunk_frames", "num_players", "num_keys", "keyboard_dim",
+                     "keyboard_every", "keyboard_window", "clip_image_size", "clip_dim",
+                     "association_heads", "num_train_timesteps"):
+            _positive(name, getattr(self, name))
+        _check(self.context_chunks >= 0, f"context_chunks must be >= 0, got {self.context_chunks}")
+        _check(self.dim % self.num_heads == 0,
+               f"dim={self.dim} must be divisible by num_heads={self.num_heads}")
+        _check(self.head_dim % 2 == 0 and self.head_dim >= 6,
+               f"head_dim={self.head_dim} must be even and >= 6 for 3D RoPE")
+        _check(self.patch_size[0] == 1, f"patch_size[0] must be 1 (one latent frame per token), got {self.patch_size}")
+        _check(self.vae_time_factor == 4 and self.vae_space_factor == 8,
+               "the Wan VAE compresses 4x in time and 8x in space; "
+               f"got {self.vae_time_factor}x / {self.vae_space_factor}x")
+        cell = self.vae_space_factor * self.patch_size[1], self.vae_space_factor * self.patch_size[2]
+        _check(self.height % cell[0] == 0 and self.width % cell[1] == 0,
+               f"height x width = {self.height}x{self.width} must be multiples of {cell[0]}x{cell[1]} "
+               "(VAE 8x times patch)")
+        _check(self.chunk_frames % self.vae_time_factor == 0,
+               f"chunk_frames={self.chunk_frames} must be a multiple of {self.vae_time_factor} (VAE time factor)")
+        _check(self.keyboard_dim % self.association_heads == 0,
+               f"keyboard_dim={self.keyboard_dim} must be divisible by association_heads={self.association_heads}")
+        _check(self.keyboard_every <= self.num_blocks,
+               f"keyboard_every={self.keyboard_every} exceeds num_blocks={self.num_blocks}: no injection point")
+        _check(self.timestep_shift > 0, f"timestep_shift must be > 0, got {self.timestep_shift}")
+        _check(self.vae.z_dim == self.latent_channels,
+               f"vae.z_dim={self.vae.z_dim} must equal latent_channels={self.latent_channels}")
+
+    # ---- derived sizes (one place) ----
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.num_heads
+
+    @property
+    def chunk_latent_frames(self) -> int:
+        """Latent frames per chunk c >= 1 (8 frames / 4 = 2)."""
+        return self.chunk_frames // self.vae_time_factor
+
+    @property
+    def latent_height(self) -> int:
+        return self.height // self.vae_space_factor
+
+    @property
+    def latent_width(self) -> int:
+        return self.width // self.vae_space_factor
+
+    @property
+    def tokens_per_frame(self) -> int:
+        """DiT tokens per latent frame, N = (H/8/2) (W/8/2)."""
+        return (self.latent_height // self.patch_size[1]) * (self.latent_width // self.patch_size[2])
+
+    @property
+    def tokens_per_chunk(self) -> int:
+        return self.tokens_per_frame * self.chunk_latent_frames
+
+    @property
+    def injection_blocks(self) -> tuple[int, ...]:
+        """Block indices after which keyboard cross-attention runs (every 3rd: 2, 5, ..., 29)."""
+        return tuple(i for i in range(self.num_blocks) if (i + 1) % self.keyboard_every == 0)
+
+    @property
+    def cache_tokens(self) -> int:
+        """Tokens the rolling cache holds: the last `context_chunks` full chunks."""
+        return self.context_chunks * self.tokens_per_chunk
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelConfig":
+        data = dict(data)
+        data["vae"] = VAEConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.get("vae", {}).items()})
+        for key in ("patch_size",):
+            if key in data:
+                data[key] = tuple(data[key])
+        return cls(**data)

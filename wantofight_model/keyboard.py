@@ -1,0 +1,94 @@
+"""Keyboard injection (paper §3.3): key stream -> 1D-conv encoder -> windowed, gated cross-attention.
+
+Time alignment (SPEC §4.2: keys[t] caused the transition into frame t). Latent frame 0 holds pixel
+frame 0 alone; latent frame f >= 1 holds pixel frames 4f-3 .. 4f. The encoder sees exactly those
+frames' keys: a stream that starts at frame 0 (T = 1 + 4k) is front-padded with 3 zero frames
+(keys[0] is all zeros anyway), then two stride-2 convolutions compress time 4x, so keyboard latent
+f depends on keys[4f-3 .. 4f] only. Temporal context across latents comes from the window mask, not
+from the encoder, which keeps streaming exact: a chunk's keyboard latents need only its own 8 keys.
+
+Letters: B batch, T pixel frames, P players, K key slots (16), F latent frames, E keyboard width,
+L video tokens, D model width, H heads.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from wantofight_model.attention import attention
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoder: (B, T, P, 16) -> (B, P, F, E)
+# ---------------------------------------------------------------------------------------------
+
+class KeyboardEncoder(nn.Module):
+    """Per-player 1D-conv encoder compressing the frame-rate key stream to the latent rate (4x)."""
+
+    time_factor = 4
+
+    def __init__(self, num_keys: int, dim: int):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv1d(num_keys, dim, kernel_size=2, stride=2),
+            nn.SiLU(),
+            nn.Conv1d(dim, dim, kernel_size=2, stride=2),
+            nn.SiLU(),
+            nn.Conv1d(dim, dim, kernel_size=1),
+        )
+
+    def forward(self, keys: torch.Tensor) -> torch.Tensor:
+        """keys (B, T, P, K) float in {0, 1}; T = 1 + 4k (stream start) or 4k (continuation)."""
+        B, T, P, K = keys.shape
+        if T % self.time_factor == 1:
+            keys = F.pad(keys, (0, 0, 0, 0, self.time_factor - 1, 0))  # (B, T + 3, P, K): frame 0 -> latent 0
+        elif T % self.time_factor != 0:
+            raise ValueError(f"key stream of {T} frames: expected 1 + 4k (from frame 0) or 4k frames")
+        x = keys.permute(0, 2, 3, 1).reshape(B * P, K, keys.shape[1])  # (B P, K, T')
+        x = self.net(x)  # (B P, E, F)
+        return x.reshape(B, P, x.shape[1], x.shape[2]).transpose(2, 3)  # (B, P, F, E)
+
+
+# ---------------------------------------------------------------------------------------------
+# Injection: windowed cross-attention + sigmoid gate, added to the residual stream
+# ---------------------------------------------------------------------------------------------
+
+class KeyboardInjection(nn.Module):
+    """Cross-attention from video tokens to one player's keyboard latents at a time, gated.
+
+    For each player p (same weights, each reading the same incoming stream x):
+        h_p = o(Attn(q = x, kv = keyboard_p, window mask)),  g_p = sigmoid(W h_p + b)
+    and x + sum_p g_p * h_p is returned. The output projection `o` starts at zero, so at
+    initialisation the injection is the identity and a pretrained backbone is unchanged.
+    Summing per-player contributions (rather than chaining them) keeps the result independent of
+    the players' order, which the player association relies on (docs/model.md).
+    """
+
+    def __init__(self, dim: int, keyboard_dim: int, num_heads: int, eps: float = 1e-6, gate_bias: float = 0.0):
+        super().__init__()
+        self.num_heads = num_heads
+        self.norm = nn.LayerNorm(dim, eps=eps)
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(keyboard_dim, dim)
+        self.v = nn.Linear(keyboard_dim, dim)
+        self.norm_q = nn.RMSNorm(dim, eps=eps)
+        self.norm_k = nn.RMSNorm(dim, eps=eps)
+        self.o = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+        nn.init.zeros_(self.o.weight)  # identity at step 0 (adaLN-Zero style)
+        nn.init.zeros_(self.o.bias)
+        nn.init.constant_(self.gate.bias, gate_bias)
+
+    def forward(self, x: torch.Tensor, keyboard: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x (B, L, D); keyboard (B, P, Fk, E); mask (L, Fk) window mask -> (B, L, D)."""
+        q = self.norm_q(self.q(self.norm(x))).unflatten(-1, (self.num_heads, -1))  # (B, L, H, D/H)
+        update = torch.zeros_like(x)
+        for p in range(keyboard.shape[1]):  # players one after the other (paper), shared weights
+            k = self.norm_k(self.k(keyboard[:, p])).unflatten(-1, (self.num_heads, -1))  # (B, Fk, H, D/H)
+            v = self.v(keyboard[:, p]).unflatten(-1, (self.num_heads, -1))  # (B, Fk, H, D/H)
+            h = self.o(attention(q, k, v, mask))  # (B, L, D)
+            g = torch.sigmoid(self.gate(h))  # gate: lets the model ignore presses mid-animation
+            update = update + g * h
+        return x + update

@@ -1,0 +1,116 @@
+"""The Wan2.1 VAE through diffusers' `AutoencoderKLWan`: 4x in time, 8x in space, 16 channels.
+
+Frames are (B, 3, T, H, W) in [-1, 1] with T = 1 + 4k; latents are (B, 16, 1 + k, H/8, W/8),
+normalised per channel with the `latents_mean` / `latents_std` of the VAE's config (as the Wan
+pipelines do), so the DiT sees roughly unit-variance inputs.
+
+`StreamingDecoder` decodes a rollout chunk by chunk with the decoder's causal-conv feature cache
+carried across chunks, which gives the same frames as decoding the whole latent video at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from wantofight_model.config import VAEConfig
+
+
+def _autoencoder_class():
+    try:
+        from diffusers import AutoencoderKLWan
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("the Wan VAE needs diffusers: pip install 'wantofight[model]'") from err
+    return AutoencoderKLWan
+
+
+class WanVAE(nn.Module):
+    """Normalising wrapper around `AutoencoderKLWan`."""
+
+    def __init__(self, autoencoder: nn.Module):
+        super().__init__()
+        self.autoencoder = autoencoder
+        cfg = autoencoder.config
+        z = cfg.z_dim
+        self.register_buffer("latents_mean", torch.tensor(cfg.latents_mean[:z]).view(1, z, 1, 1, 1), persistent=False)
+        self.register_buffer("latents_std", torch.tensor(cfg.latents_std[:z]).view(1, z, 1, 1, 1), persistent=False)
+
+    @classmethod
+    def from_config(cls, config: VAEConfig, device: torch.device | str = "cpu",
+                    dtype: torch.dtype = torch.float32) -> "WanVAE":
+        """Random-init VAE of the given size, or the Wan2.1 VAE from `config.pretrained` (a local folder)."""
+        AutoencoderKLWan = _autoencoder_class()
+        if config.pretrained is not None:
+            return cls.from_pretrained(config.pretrained, device, dtype)
+        with torch.device(device):
+            autoencoder = AutoencoderKLWan(base_dim=config.base_dim, z_dim=config.z_dim,
+                                           dim_mult=list(config.dim_mult), num_res_blocks=config.num_res_blocks,
+                                           temperal_downsample=list(config.temperal_downsample))
+        return cls(autoencoder if dtype == torch.float32 else autoencoder.to(dtype))
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: torch.device | str = "cpu",
+                        dtype: torch.dtype = torch.float32) -> "WanVAE":
+        """Load from a local Wan2.1 diffusers folder (the repo root with `vae/`, or the `vae/` folder)."""
+        AutoencoderKLWan = _autoencoder_class()
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no Wan VAE at {path}")
+        subfolder = "vae" if (path / "vae" / "config.json").exists() else None
+        autoencoder = AutoencoderKLWan.from_pretrained(path, subfolder=subfolder, torch_dtype=dtype)
+        return cls(autoencoder.to(device))
+
+    def normalize(self, z: torch.Tensor) -> torch.Tensor:
+        return (z - self.latents_mean.to(z)) / self.latents_std.to(z)
+
+    def denormalize(self, z: torch.Tensor) -> torch.Tensor:
+        return z * self.latents_std.to(z) + self.latents_mean.to(z)
+
+    @torch.no_grad()
+    def encode(self, frames: torch.Tensor) -> torch.Tensor:
+        """frames (B, 3, 1 + 4k, H, W) in [-1, 1] -> normalised latents (B, 16, 1 + k, H/8, W/8) (posterior mode)."""
+        if (frames.shape[2] - 1) % 4:
+            raise ValueError(f"the Wan VAE needs 1 + 4k frames, got {frames.shape[2]}")
+        dtype = next(self.autoencoder.parameters()).dtype
+        posterior = self.autoencoder.encode(frames.to(dtype)).latent_dist
+        return self.normalize(posterior.mode())
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        """Normalised latents (B, 16, F, h, w) -> frames (B, 3, 1 + 4 (F - 1), 8h, 8w) in [-1, 1]."""
+        dtype = next(self.autoencoder.parameters()).dtype
+        return self.autoencoder.decode(self.denormalize(latents).to(dtype)).sample
+
+    def streaming_decoder(self) -> "StreamingDecoder":
+        return StreamingDecoder(self)
+
+
+class StreamingDecoder:
+    """Decode latent chunks one after the other, carrying the causal decoder's feature cache.
+
+    The first latent frame of the stream decodes to 1 frame, every later one to 4 (as in the
+    Wan VAE's own frame-by-frame decode loop). Memory is constant: the cache holds the last two
+    feature frames of each causal convolution.
+    """
+
+    def __init__(self, vae: WanVAE):
+        self.vae = vae
+        ae = vae.autoencoder
+        self._feat_map = [None] * ae._cached_conv_counts["decoder"]
+        self._started = False
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        """latents (B, 16, f, h, w) -> frames (B, 3, 4f (or 4f - 3 for the first chunk), 8h, 8w)."""
+        ae = self.vae.autoencoder
+        dtype = next(ae.parameters()).dtype
+        x = ae.post_quant_conv(self.vae.denormalize(latents).to(dtype))  # pointwise: no temporal cache needed
+        frames = []
+        for i in range(x.shape[2]):
+            conv_idx = [0]
+            frames.append(ae.decoder(x[:, :, i:i + 1], feat_cache=self._feat_map, feat_idx=conv_idx,
+                                     first_chunk=not self._started))
+            self._started = True
+        return torch.clamp(torch.cat(frames, dim=2), -1.0, 1.0)
