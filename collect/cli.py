@@ -23,6 +23,7 @@ def collect_command(
     fps: int = typer.Option(30, help="Recorded frames per second: 60 keeps every emulator frame, 30 every 2nd."),
     workers: int = typer.Option(1, help="Worker processes, one emulator each."),
     seed: int = typer.Option(0, help="Run seed; episode i gets a seed derived from (seed, i)."),
+    deterministic: bool = typer.Option(False, help="Learned (ppo) policies take their most likely action."),
     out: Path = typer.Option(Path("data"), help="Output folder (episodes go to OUT/episodes/<id>/)."),
     resume: bool = typer.Option(False, help="Top an existing run in OUT up to --episodes, with its settings."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
@@ -34,7 +35,7 @@ def collect_command(
     try:
         settings = RunSettings(
             game=game, state=state, policy=policy, p2_policy=p2_policy, episodes=episodes,
-            max_frames=max_frames, fps=fps, seed=seed,
+            max_frames=max_frames, fps=fps, seed=seed, deterministic=deterministic,
         )
         results = collect(settings, out, workers=workers, resume=resume, given=given, progress=progress)
     except CollectError as err:
@@ -51,7 +52,7 @@ def _sources(ctx: typer.Context) -> dict[str, bool]:
     """Which run settings the user typed (so --resume can refuse conflicting ones)."""
     import click
 
-    names = ("game", "state", "policy", "p2_policy", "max_frames", "fps", "seed", "episodes")
+    names = ("game", "state", "policy", "p2_policy", "max_frames", "fps", "seed", "episodes", "deterministic")
     return {n: ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE for n in names}
 
 

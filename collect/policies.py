@@ -38,6 +38,8 @@ class PlayerContext:
     """This player's seed for this episode."""
     episode_seed: int
     """Shared by both players (drills derive one joint schedule from it)."""
+    deterministic: bool = False
+    """Learned policies: take the most likely action instead of sampling."""
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -376,12 +378,27 @@ SIMPLE: dict[str, Callable[[], Policy]] = {
     "scripted": Scripted,
     "drill": Drill,
 }
-PREFIXED: dict[str, Callable[[str], Policy]] = {"keys": KeysFromFile}
-"""`name:argument` policies; the learned-agents extra registers `ppo` and `ppo-ladder` here."""
+def _learned(kind: str) -> Callable[[str], Policy]:
+    """Learned agents import stable-baselines3 only when used (the `[ppo]` extra)."""
+
+    def build(argument: str) -> Policy:
+        from wantofight.collect import ppo_policy
+
+        return ppo_policy.make(kind, argument)
+
+    return build
+
+
+PREFIXED: dict[str, Callable[[str], Policy]] = {
+    "keys": KeysFromFile,
+    "ppo": _learned("ppo"),
+    "ppo-ladder": _learned("ppo-ladder"),
+}
+"""`name:argument` policies."""
 
 
 def valid_specs() -> list[str]:
-    return list(SIMPLE) + [f"{name}:PATH" for name in PREFIXED]
+    return list(SIMPLE) + ["keys:PATH", "ppo:CHECKPOINT", "ppo-ladder:DIR"]
 
 
 def make_policy(spec: str) -> Policy:

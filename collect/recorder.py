@@ -46,6 +46,8 @@ class RecordConfig:
     fps: int
     max_frames: int
     """Upper bound on recorded frames per episode (a match usually ends first)."""
+    deterministic: bool = False
+    """Learned policies take their most likely action instead of sampling."""
 
     @property
     def frame_skip(self) -> int:
@@ -115,7 +117,8 @@ class Recorder:
         policies = [make_policy(spec) for spec in self.config.policies]
         seeds = player_seeds(job.seed)
         for p, policy in enumerate(policies):
-            policy.reset(PlayerContext(player=p, game=self.game, seed=seeds[p], episode_seed=job.seed))
+            policy.reset(PlayerContext(player=p, game=self.game, seed=seeds[p], episode_seed=job.seed,
+                                       deterministic=self.config.deterministic))
 
         env, em, data = self.env, self.env.em, self.env.data
         em.set_state(self.start_state)

@@ -41,6 +41,7 @@ class RunSettings:
     max_frames: int = 9000
     fps: int = 30
     seed: int = 0
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         if self.fps not in RECORD_FPS:
@@ -77,7 +78,8 @@ def validate(settings: RunSettings) -> tuple[GameSpec, RecordConfig]:
         except (PolicyError, ValueError) as err:
             raise CollectError(str(err)) from None
     config = RecordConfig(
-        game=game.name, state=state, policies=settings.policies, fps=settings.fps, max_frames=settings.max_frames
+        game=game.name, state=state, policies=settings.policies, fps=settings.fps, max_frames=settings.max_frames,
+        deterministic=settings.deterministic,
     )
     return game, config
 

@@ -198,7 +198,7 @@ def test_resume_refuses_conflicting_settings_and_plain_rerun_refuses_existing_ru
     "args, message",
     [
         (["--game", "tekken"], "unknown game 'tekken'; valid games: duel"),
-        (["--policy", "smart"], "unknown policy 'smart'; valid policies: idle, random, scripted, drill, keys:PATH"),
+        (["--policy", "smart"], "unknown policy 'smart'; valid policies: idle, random, scripted, drill, keys:PATH, ppo:CHECKPOINT, ppo-ladder:DIR"),
         (["--state", "Nowhere"], "unknown state 'Nowhere' for duel; valid states:"),
         (["--game", "MortalKombatII-Genesis"], "python -m stable_retro.import PATH"),
         (["--policy", "keys:/nonexistent.keys"], "cannot read key file /nonexistent.keys"),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import typer
 
+from wantofight.annotate import cli as annotate_cli
+from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
 from wantofight_model import cli as model_cli
 
@@ -20,6 +22,8 @@ app = typer.Typer(
 )
 
 collect_cli.register(app)
+annotate_cli.register(app)
+app.add_typer(agents_cli.app, name="agents")
 app.add_typer(model_cli.app, name="model")
 
 
