@@ -15,6 +15,7 @@ Letters: B batch, P players, F latent frames, E keyboard width, N reference toke
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 
@@ -65,7 +66,13 @@ class ReferenceEncoder(nn.Module):
         except ImportError as err:  # pragma: no cover - depends on the environment
             raise ImportError("the reference encoder needs open_clip: pip install 'wantofight[model]'") from err
         register_tiny_clip()
-        model = open_clip.create_model(config.clip_model, pretrained=config.clip_pretrained, device=device)
+        quiet = logging.getLogger().level
+        if config.clip_pretrained is None:  # random init is intended here (tests, meta sizing): no warning
+            logging.getLogger().setLevel(logging.ERROR)
+        try:
+            model = open_clip.create_model(config.clip_model, pretrained=config.clip_pretrained, device=device)
+        finally:
+            logging.getLogger().setLevel(quiet)
         return cls(model.visual, config.clip_image_size)
 
     def train(self, mode: bool = True) -> "ReferenceEncoder":
