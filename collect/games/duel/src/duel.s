@@ -398,6 +398,10 @@ step_fighters:
     ldx #1
     jsr fighter_control
     ldx #0
+    jsr guard_pass
+    ldx #1
+    jsr guard_pass
+    ldx #0
     jsr fighter_physics
     ldx #1
     jsr fighter_physics
@@ -703,15 +707,7 @@ actionable:
     lda pad,x
     and #BTN_DOWN
     beq @standing
-    lda pad,x
-    and t1
-    beq @crouch
-    jsr opponent_threat
-    bcc @crouch
-    lda #ST_BLOCK_LOW
-    bne @set
-@crouch:
-    lda #ST_CROUCH
+    lda #ST_CROUCH      ; guard_pass turns this into a low guard when threatened
     bne @set
 @standing:
     lda pad,x
@@ -722,11 +718,7 @@ actionable:
 :   lda pad,x
     and t1
     beq @idle
-    jsr opponent_threat
-    bcc :+
-    lda #ST_BLOCK_HIGH
-    bne @set
-:   lda #ST_WALK_BACK
+    lda #ST_WALK_BACK   ; or a high guard, see guard_pass
     bne @set
 @idle:
     lda #ST_IDLE
@@ -738,7 +730,55 @@ actionable:
     sta p_timer,x
 :   rts
 
-; Carry set when the opponent is attacking within GUARD_RANGE px (holding away then guards).
+; After both fighters have decided, a fighter holding away while the opponent attacks within
+; GUARD_RANGE px stands (or crouches) in guard instead of walking back. Run as a second pass so
+; an attack started this frame by either pad is seen the same way by the other.
+guard_pass:
+    lda p_state,x
+    cmp #ST_WALK_BACK
+    beq @high
+    cmp #ST_BLOCK_HIGH
+    beq @high
+    cmp #ST_CROUCH
+    beq @low
+    cmp #ST_BLOCK_LOW
+    beq @low
+    rts
+@high:
+    jsr opponent_threat
+    lda #ST_WALK_BACK
+    bcc @set
+    lda #ST_BLOCK_HIGH
+    bne @set
+@low:
+    lda #ST_CROUCH
+    sta t2
+    jsr opponent_threat
+    bcc :+
+    jsr holds_away
+    beq :+
+    lda #ST_BLOCK_LOW
+    sta t2
+:   lda t2
+@set:
+    cmp p_state,x
+    beq :+
+    sta p_state,x
+    lda #0
+    sta p_timer,x
+:   rts
+
+holds_away:             ; Z clear when X holds away from the way it faces
+    lda p_facing,x
+    bne :+
+    lda #BTN_LEFT
+    and pad,x
+    rts
+:   lda #BTN_RIGHT
+    and pad,x
+    rts
+
+; Carry set when the opponent is attacking within GUARD_RANGE px.
 opponent_threat:
     txa
     eor #1
@@ -861,7 +901,7 @@ move_toward:            ; A = signed px toward the way X faces
     sta p_x,x
     rts
 
-; Fighters on the ground may not overlap closer than BODY_W: each gives way by half.
+; Fighters on the ground may not stand closer than BODY_W: each gives way by half.
 body_push:
     lda p_air
     ora p_air+1
@@ -891,6 +931,13 @@ body_push:
     sbc t2
     lsr a
     sta t3
+    bcc :+              ; an odd overlap: the fighter nearer the centre gives the extra px,
+    lda p_x,x           ; which keeps the rule mirror-symmetric about x = 128
+    clc
+    adc p_x,y
+    bcc :+
+    inc t3
+:
     lda p_x,x
     sec
     sbc t3
@@ -1105,13 +1152,7 @@ guards:
 @state_ok:
     lda p_air,x
     bne @no
-    lda p_facing,x
-    bne :+
-    lda #BTN_LEFT
-    bne @away
-:   lda #BTN_RIGHT
-@away:
-    and pad,x
+    jsr holds_away
     beq @no
     lda pad,x
     and #BTN_DOWN
