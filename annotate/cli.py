@@ -2,8 +2,83 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+
+from wantofight.cli_util import console, errors, fail
+
+
+def annotate_command(
+    run_dir: Path = typer.Argument(..., help="A recording run (the --out of `wtf collect`)."),
+    workers: int = typer.Option(1, help="Worker processes, one episode each at a time."),
+    force: bool = typer.Option(False, help="Annotate again even where annotations are up to date."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Label every episode from its RAM and keys: annotations.parquet, events.parquet, annotation.json."""
+    from wantofight.annotate.annotate import annotate_runs
+    from wantofight.annotate.episode import EpisodeError
+
+    if workers < 1:
+        fail(f"--workers must be at least 1, got {workers}")
+    try:
+        reports = annotate_runs([run_dir], workers=workers, force=force, progress=progress)
+    except EpisodeError as err:
+        fail(str(err))
+    for report in reports:
+        if report["status"] == "skipped":
+            errors.print(f"[yellow]warning:[/] skipped {report['reason']}", soft_wrap=True, highlight=False)
+    done = sum(r["status"] != "skipped" for r in reports)
+    missing = sorted({item["what"] for r in reports for item in r.get("not_computed", [])})
+    note = f" (not computable for this game: {', '.join(missing)})" if missing else ""
+    console.print(f"annotated {done} of {len(reports)} episode(s) in {run_dir}{note}")
+    if done == 0:
+        fail(f"no episode of {run_dir} could be annotated")
+
+
+def build_curriculum_command(
+    run_dirs: List[Path] = typer.Argument(..., help="Recording runs to cut clips from."),
+    out: Path = typer.Option(..., help="Dataset folder (shards + manifest.json)."),
+    clip_frames: int = typer.Option(161, help="Training window in frames (the paper's 161)."),
+    stride: Optional[int] = typer.Option(None, help="Step between full-match windows (default: --clip-frames)."),
+    tiers: str = typer.Option("single,dual,full", help="Tiers to cut: single, dual, full."),
+    val_fraction: float = typer.Option(0.1, help="Share of episodes that go to val."),
+    shard_size_mb: float = typer.Option(256.0, help="Approximate shard size in MB."),
+    exclude: Optional[Path] = typer.Option(None, help="Curators' exclude file (docs/curriculum.md)."),
+    workers: int = typer.Option(1, help="Worker processes, one episode each at a time."),
+    seed: int = typer.Option(0, help="Seed for the split and the single-action balancing."),
+    context: int = typer.Option(4, help="Neutral frames kept at most on each side of an action clip."),
+    balance: bool = typer.Option(True, help="Same single-action count per (move, side)."),
+    strict: bool = typer.Option(False, help="Fail on a bad episode instead of skipping it."),
+    progress: bool = typer.Option(True, help="Show progress bars."),
+) -> None:
+    """Cut single-action, dual-action and full-match clips into self-contained Parquet shards."""
+    from wantofight.annotate.clips import parse_tiers
+    from wantofight.annotate.curriculum import BuildError, BuildOptions, build_curriculum
+
+    if workers < 1:
+        fail(f"--workers must be at least 1, got {workers}")
+    try:
+        options = BuildOptions(
+            clip_frames=clip_frames, stride=stride, tiers=parse_tiers(tiers), val_fraction=val_fraction,
+            shard_size_mb=shard_size_mb, exclude=str(exclude) if exclude else None, seed=seed, context=context,
+            balance=balance, strict=strict,
+        )
+        manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=_warn)
+    except (BuildError, ValueError) as err:
+        fail(str(err))
+    counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
+    skipped = len(manifest["episodes"]["skipped"])
+    console.print(f"wrote {manifest['clips']} clips (train/val: {counts}) from {manifest['episodes']['used']} "
+                  f"episode(s), {skipped} skipped → {out.resolve()}")
+
+
+def _warn(message: str) -> None:
+    errors.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root `wtf` app."""
+    app.command("annotate")(annotate_command)
+    app.command("build-curriculum")(build_curriculum_command)
