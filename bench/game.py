@@ -45,12 +45,19 @@ def main() -> None:
             env.reset()
             frames[i] = -1
     dt = time.perf_counter() - t0
+    # the same emulator without the env wrapper (no observation, no RAM variables), for scale
+    t1 = time.perf_counter()
+    for _ in range(args.steps):
+        env.em.step()
+    raw = args.steps / (time.perf_counter() - t1)
     env.close()
 
     ok = frames >= 0
     steady = np.diff(frames)[(frames[1:] >= 0) & (frames[:-1] >= 0)]
     print(f"observation            {obs.shape} {obs.dtype}")
     print(f"env.step/s (1 core)    {args.steps / dt:,.0f}   ({args.steps} steps in {dt:.2f} s)")
+    print(f"raw em.step/s          {raw:,.0f}   (env.step runs at {args.steps / dt / raw:.0%} of it)")
+    print(f"load average (1 min)   {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"6502 cpu_load          mean {loads[ok].mean():.1f}%  max {loads[ok].max()}% of a 60 Hz frame")
     print(f"logic frames overrun   {int((steady != 1).sum())} of {steady.size}")
 
