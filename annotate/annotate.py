@@ -159,6 +159,8 @@ def annotate_path(path: Path, force: bool = False) -> dict:
             return {"path": str(path), "status": "annotated", "not_computed": annotation.meta["not_computed"]}
         return {"path": str(path), "status": "up_to_date"}
     except EpisodeError as err:
+        # An annotation left from before the episode broke must not be read as valid.
+        (path / META_FILE).unlink(missing_ok=True)
         return {"path": str(path), "status": "skipped", "reason": str(err)}
 
 

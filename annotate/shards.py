@@ -138,12 +138,17 @@ def clip_row(plan: ClipPlan, split: str, video: bytes, episode, frames: dict, ev
     return row
 
 
+def temp_name(path: Path) -> Path:
+    """`.tmp-<name>.partial`: hidden, and not a `*.parquet` that a glob or reader would pick up."""
+    return path.with_name(f"{TMP_PREFIX}{path.name}.partial")
+
+
 class PartWriter:
     """Rows → a Parquet file under a temporary name, renamed when closed."""
 
     def __init__(self, path: Path, schema: pa.Schema):
         self.path, self.schema = path, schema
-        self.tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
+        self.tmp = temp_name(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
         self.rows: list[dict] = []
@@ -194,7 +199,7 @@ def merge_parts(parts: list[Path], out_dir: Path, prefix: str, schema: pa.Schema
     for part in parts:
         for batch in pq.ParquetFile(part).iter_batches(batch_size=ROW_GROUP_ROWS):
             if writer is None:
-                tmp = out_dir / f"{TMP_PREFIX}{prefix}-{len(shards):05d}.parquet"
+                tmp = temp_name(out_dir / f"{prefix}-{len(shards):05d}.parquet")
                 writer = pq.ParquetWriter(tmp, schema, compression="zstd")
             writer.write_table(pa.Table.from_batches([batch], schema=schema))
             size += batch.nbytes
