@@ -39,7 +39,8 @@ class VideoWriter:
 
     def write(self, rgb: np.ndarray) -> None:
         """rgb: (H, W, 3) uint8."""
-        frame = self._frame_type.from_ndarray(rgb, format="rgb24")
+        # Zero-copy: the encoder copies the picture during encode(), before `rgb` can change.
+        frame = self._frame_type.from_numpy_buffer(np.ascontiguousarray(rgb), format="rgb24")
         for packet in self.stream.encode(frame):
             self.container.mux(packet)
 
