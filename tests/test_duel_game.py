@@ -357,3 +357,40 @@ def test_rom_builds_byte_identically_from_source():
     if not (shutil.which("ca65") and shutil.which("ld65") and shutil.which("make")):
         pytest.skip("cc65 is not installed (CI installs it and runs `make check`)")
     subprocess.run(["make", "-s", "-C", str(GAME_DIR), "check"], check=True, capture_output=True)
+
+
+@pytest.mark.slow
+def test_random_play_keeps_every_invariant(env):
+    """Button mashing on both pads through whole matches: RAM stays inside its documented ranges."""
+    rng = np.random.default_rng(1)
+    load(env, "Fight")
+    ids = set(STATE.values())
+    lo, hi = GAME["stage_x"]
+    matches, prev = 0, None
+    for _ in range(700):
+        a = rng.integers(0, 2, 18).astype(np.uint8)
+        a[[3, 12]] = 0
+        info = env.data.lookup_all()
+        if info["phase"] == 1 and rng.random() < 0.04:  # shorten rounds so matches end
+            p = f"p{rng.integers(1, 3)}_health"
+            env.data.set_value(p, min(info[p], int(rng.integers(1, 12))))
+        for _ in range(int(rng.integers(1, 12))):
+            _, _, done, _, r = env.step(a)
+            assert lo <= r["p1_x"] <= hi and lo <= r["p2_x"] <= hi
+            assert GAME["ground_y"] - GAME["jump"]["height"] <= min(r["p1_y"], r["p2_y"])
+            assert max(r["p1_y"], r["p2_y"]) <= GAME["ground_y"]
+            for p in ("p1", "p2"):
+                assert r[f"{p}_state"] in ids and r[f"{p}_health"] <= GAME["health_max"]
+                assert (r[f"{p}_move"] != 0) == (r[f"{p}_state"] == STATE["attack"])
+                assert r[f"{p}_stun"] <= 20 and r[f"{p}_wins"] <= GAME["rounds_to_win"]
+            if r["p1_y"] == r["p2_y"] == GAME["ground_y"] and r["phase"] == 1:
+                assert abs(r["p1_x"] - r["p2_x"]) >= GAME["boxes"]["body_width"]
+            if prev is not None:
+                assert r["frame"] == (prev + 1) & 0xFFFF
+            prev = r["frame"]
+            if done:
+                matches += 1
+                load(env, "Fight")
+                prev = None
+                break
+    assert matches >= 1
