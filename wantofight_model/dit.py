@@ -85,18 +85,20 @@ class SelfAttention(nn.Module):
         self.norm_k = nn.RMSNorm(dim, eps=eps)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None,
-                cache: RollingKVCache | None = None, block: int = 0, write_cache: bool = False) -> torch.Tensor:
-        """x (B, L, D) -> (B, L, D). With a cache, queries also see the cached context tokens."""
+                context: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x (B, L, D) -> (B, L, D), and this input's own (k, v), each (B, L, H, D/H), for the KV cache.
+
+        `context` = cached (k, v) of earlier chunks, each (B, Lc, H, D/H), which the queries also see.
+        """
         q = self.norm_q(self.q(x)).unflatten(-1, (self.num_heads, -1))  # (B, L, H, D/H)
         k = self.norm_k(self.k(x)).unflatten(-1, (self.num_heads, -1))  # (B, L, H, D/H)
         v = self.v(x).unflatten(-1, (self.num_heads, -1))  # (B, L, H, D/H)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        if cache is not None:
-            if write_cache:
-                cache.stage(block, k, v)
-            k_ctx, v_ctx = cache.context(block)  # (B, Lc, H, D/H)
-            k, v = torch.cat([k_ctx, k], dim=1), torch.cat([v_ctx, v], dim=1)  # (B, Lc + L, H, D/H)
-        return self.o(attention(q, k, v, mask))
+        k_all, v_all = k, v
+        if context is not None:
+            k_all, v_all = torch.cat([context[0], k], dim=1), torch.cat([context[1], v], dim=1)  # (B, Lc + L, H, D/H)
+        return self.o(attention(q, k_all, v_all, mask)), (k, v)
 
 
 class WanBlock(nn.Module):
@@ -111,22 +113,27 @@ class WanBlock(nn.Module):
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
 
     def forward(self, x: torch.Tensor, e: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                mask: torch.Tensor | None, cache: RollingKVCache | None = None, block: int = 0,
-                write_cache: bool = False) -> torch.Tensor:
-        """x (B, L, D), e (B, F, 6, D) per-frame time modulation -> (B, L, D)."""
+                mask: torch.Tensor | None, context: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x (B, L, D), e (B, F, 6, D) per-frame time modulation -> (B, L, D) and the block's (k, v).
+
+        The block never touches the cache itself (the DiT loop does), so it stays a pure function
+        that `torch.compile` can share across all blocks and chunks.
+        """
         F = e.shape[1]
         mod = (self.modulation[None] + e.float()).unsqueeze(3)  # (B, F, 6, 1, D): broadcast over a frame's tokens
         shift1, scale1, gate1, shift2, scale2, gate2 = mod.unbind(2)  # each (B, F, 1, D)
         xf = x.unflatten(1, (F, -1))  # (B, F, N, D)
 
         h = (self.norm1(xf.float()) * (1 + scale1) + shift1).type_as(x)
-        h = self.self_attn(h.flatten(1, 2), rope, mask, cache, block, write_cache).unflatten(1, (F, -1))
+        h, kv = self.self_attn(h.flatten(1, 2), rope, mask, context)
+        h = h.unflatten(1, (F, -1))
         xf = (xf.float() + h * gate1).type_as(x)
 
         h = (self.norm2(xf.float()) * (1 + scale2) + shift2).type_as(x)
         h = self.ffn(h)
         xf = (xf.float() + h.float() * gate2).type_as(x)
-        return xf.flatten(1, 2)  # (B, L, D)
+        return xf.flatten(1, 2), kv  # (B, L, D)
 
 
 class Head(nn.Module):
@@ -232,9 +239,13 @@ class WanToFightDiT(nn.Module):
 
         for i, block in enumerate(self.blocks):
             if self.gradient_checkpointing and torch.is_grad_enabled() and cache is None:
-                x = checkpoint(block, x, e, rope, mask, use_reentrant=False)
+                x, _ = checkpoint(block, x, e, rope, mask, use_reentrant=False)
+            elif cache is None:
+                x, _ = block(x, e, rope, mask)
             else:
-                x = block(x, e, rope, mask, cache, i, write_cache)
+                x, (k, v) = block(x, e, rope, mask, cache.context(i))
+                if write_cache:
+                    cache.stage(i, k, v)
             if keyboard is not None and i in self._injection_index:
                 x = self.keyboard_injection[self._injection_index[i]](x, keyboard, keyboard_mask)
 
