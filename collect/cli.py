@@ -50,10 +50,9 @@ def collect_command(
 
 def _sources(ctx: typer.Context) -> dict[str, bool]:
     """Which run settings the user typed (so --resume can refuse conflicting ones)."""
-    import click
-
     names = ("game", "state", "policy", "p2_policy", "max_frames", "fps", "seed", "episodes", "deterministic")
-    return {n: ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE for n in names}
+    # Compared by name: Typer may bundle its own click, whose enum is a different class.
+    return {n: getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE" for n in names}
 
 
 def replay_command(

@@ -29,7 +29,8 @@ class VideoWriter:
     def __init__(self, path: Path, fps: int, width: int, height: int):
         import av
 
-        self.container = av.open(str(path), "w", format="mp4")
+        # bitexact: no creation time or encoder version in the file, so equal frames give equal bytes.
+        self.container = av.open(str(path), "w", format="mp4", options={"fflags": "+bitexact"})
         self.stream = self.container.add_stream(VIDEO_CODEC, rate=fps)
         self.stream.width, self.stream.height = width, height
         self.stream.pix_fmt = "rgb24"
