@@ -9,8 +9,11 @@ from __future__ import annotations
 import typer
 
 from wantofight.annotate import cli as annotate_cli
+from wantofight.annotate import curator_cli
 from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
+from wantofight.datasets import cli as datasets_cli
+from wantofight.train import cli as train_cli
 from wantofight_model import cli as model_cli
 
 app = typer.Typer(
@@ -23,8 +26,11 @@ app = typer.Typer(
 
 collect_cli.register(app)
 annotate_cli.register(app)
+curator_cli.register(app)
+datasets_cli.register(app)
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(model_cli.app, name="model")
+app.add_typer(train_cli.app, name="train")
 
 
 def main() -> None:
