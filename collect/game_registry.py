@@ -55,6 +55,10 @@ class GameSpec:
         rom = stable_retro.data.get_romfile_path(self.retro_game, stable_retro.data.Integrations.ALL)
         return Path(rom).parent
 
+    def scenario_path(self) -> Path | None:
+        path = self.integration_dir() / "scenario.json"
+        return path if path.is_file() else None
+
     def rom_sha1(self) -> str:
         rom = next(p for p in self.integration_dir().glob("rom.*") if p.suffix != ".sha")
         return hashlib.sha1(rom.read_bytes()).hexdigest()

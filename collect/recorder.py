@@ -21,6 +21,7 @@ from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import GameSpec
 from wantofight.collect.keys import LAYOUT_VERSION
 from wantofight.collect.policies import PlayerContext, Policy, make_policy
+from wantofight.collect.scenario import DoneCondition
 
 EMULATOR_FPS = 60
 RECORD_FPS = (60, 30)
@@ -80,7 +81,7 @@ class Recorder:
         self.env.reset()
         self.start_state: bytes = self.env.initial_state
         self.table = game.buttons
-        self.zero = np.zeros(self.table.num_buttons, dtype=np.uint8)
+        self.done = DoneCondition.load(game.scenario_path())
 
     def close(self) -> None:
         self.env.close()
@@ -139,8 +140,7 @@ class Recorder:
         try:
             while True:
                 received = self._step(masks, movie)
-                data.update_ram()
-                values = data.lookup_all()
+                values = data.lookup_all()  # reads live memory; update_ram() only feeds stable-retro's done
                 video.write(em.get_screen())
                 p1_keys.append(received[0])
                 p2_keys.append(received[1])
@@ -149,7 +149,7 @@ class Recorder:
                 t += 1
                 if on_frames is not None and t % 64 == 0:
                     on_frames(64)
-                if data.is_done():
+                if self.is_done(values):
                     ended_by = "done"
                     break
                 if t >= self.config.max_frames:
@@ -169,6 +169,12 @@ class Recorder:
         seconds = time.perf_counter() - started
         files.write_json(out_dir / "meta.json", self.meta(job, seeds, policies, t, width, height, ended_by))
         return EpisodeResult(job.episode_id, t, seconds, ended_by)
+
+    def is_done(self, values: dict[str, int]) -> bool:
+        if self.done is not None:
+            return self.done(values)
+        self.env.data.update_ram()
+        return self.env.data.is_done()
 
     def meta(self, job: EpisodeJob, seeds, policies: list[Policy], frames: int, width: int, height: int,
              ended_by: str) -> dict:

@@ -83,7 +83,6 @@ def verify_episode(episode_dir: Path) -> ReplayReport:
             for p, column in enumerate(("p1_keys", "p2_keys")):
                 if rows[column][row] != received[p]:
                     return ReplayReport(row, Mismatch(row, column, rows[column][row], received[p]))
-            data.update_ram()
             values = data.lookup_all()
             for name in ram_names:
                 if rows[name][row] != int(values[name]):

@@ -263,13 +263,17 @@ def test_video_is_lossless_against_the_emulator(recorded):
 # Packaging
 
 
-def test_hugging_face_datasets_imports_beside_ours(tmp_path):
+@pytest.mark.parametrize("where", ["elsewhere", "repository root"])
+def test_hugging_face_datasets_imports_beside_ours(tmp_path, where):
+    """From anywhere, including the repo root where our `datasets/` folder is first on sys.path."""
     code = (
         "import datasets, wantofight.datasets, wantofight.collect, wantofight_model;"
         "assert hasattr(datasets, 'load_dataset'), datasets.__file__;"
+        "assert 'site-packages' in datasets.__file__, datasets.__file__;"
         "assert wantofight.datasets.__name__ == 'wantofight.datasets'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
+    cwd = tmp_path if where == "elsewhere" else Path(__file__).parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=cwd)
 
 
 def test_help_is_fast_and_lists_commands():
