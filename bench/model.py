@@ -5,7 +5,7 @@ Prints, measured side by side in one run:
   - the speed-up of the cached rollout over the reference path that recomputes a full
     block-causal forward over every chunk so far at each denoising step;
   - the rolling KV-cache bytes at chunk 3 and chunk 20 (equal: constant memory).
-Not a test. Usage: python bench/model.py [--preset tiny] [--chunks 20] [--steps 4] [--repeats 5]
+Not a test. Usage: python bench/model.py [--preset tiny] [--chunks 20] [--steps 4] [--repeats 5] [--threads N]
 """
 
 from __future__ import annotations
@@ -52,7 +52,10 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.chunks < 3:
         parser.error("--chunks must be >= 3")
 
