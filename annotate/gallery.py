@@ -239,7 +239,20 @@ def make_server(out: Path, ds_dir: Path, port: int = 0, exclude: Path | None = N
             self.end_headers()
             self.wfile.write(body)
 
-    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    return QuietServer(("127.0.0.1", port), Handler)
+
+
+class QuietServer(ThreadingHTTPServer):
+    """Only localhost; a browser that drops a video download halfway is not an error."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 def lazy_clip_id(path: str) -> str | None:
