@@ -59,6 +59,14 @@ class GameSpec:
         path = self.integration_dir() / "scenario.json"
         return path if path.is_file() else None
 
+    def integration_version(self) -> str:
+        """Identifies the integration's files: sha1 of data.json + scenario.json + metadata.json."""
+        digest = hashlib.sha1()
+        for name in ("data.json", "scenario.json", "metadata.json"):
+            path = self.integration_dir() / name
+            digest.update(path.read_bytes() if path.is_file() else b"")
+        return digest.hexdigest()[:12]
+
     def rom_sha1(self) -> str:
         rom = next(p for p in self.integration_dir().glob("rom.*") if p.suffix != ".sha")
         return hashlib.sha1(rom.read_bytes()).hexdigest()

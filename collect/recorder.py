@@ -9,6 +9,7 @@ filter stands between the policy and the core.
 
 from __future__ import annotations
 
+import importlib.metadata
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -78,7 +79,6 @@ class Recorder:
 
         self.game, self.config = game, config
         self.env = make_env(game.retro_game, state=config.state, players=game.players)
-        self.env.reset()
         self.start_state: bytes = self.env.initial_state
         self.table = game.buttons
         self.done = DoneCondition.load(game.scenario_path())
@@ -178,8 +178,6 @@ class Recorder:
 
     def meta(self, job: EpisodeJob, seeds, policies: list[Policy], frames: int, width: int, height: int,
              ended_by: str) -> dict:
-        import stable_retro
-
         game = self.game
         return {
             "format_version": files.FORMAT_VERSION,
@@ -189,7 +187,8 @@ class Recorder:
             "retro_game": game.retro_game,
             "platform": game.platform,
             "rom_sha1": game.rom_sha1(),
-            "integration_version": stable_retro.__version__ if hasattr(stable_retro, "__version__") else None,
+            "integration_version": game.integration_version(),
+            "stable_retro_version": importlib.metadata.version("stable-retro"),
             "start_state": self.config.state,
             "seed": job.seed,
             "player_seeds": list(seeds),

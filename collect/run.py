@@ -7,6 +7,7 @@ with the same episodes as an uninterrupted one.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wantofight import __version__
 from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import GameError, GameSpec, resolve_game
 from wantofight.collect.policies import PlayerContext, PolicyError, make_policy
@@ -90,8 +92,6 @@ def prepare_out(out: Path, settings: RunSettings, resume: bool, given: set[str])
     if run_file.exists():
         if not resume:
             raise CollectError(f"{out} already holds a run; add --resume to top it up, or pick another --out")
-        import json
-
         stored = RunSettings(**json.loads(run_file.read_text())["settings"])
         for name in given - {"episodes"}:
             if getattr(stored, name) != getattr(settings, name):
@@ -109,8 +109,6 @@ def prepare_out(out: Path, settings: RunSettings, resume: bool, given: set[str])
     except OSError as err:
         raise CollectError(f"cannot write to --out {out}: {err.strerror}") from None
     files.remove_leftovers(out / "episodes")
-    from wantofight import __version__
-
     files.write_json(run_file, {"settings": asdict(settings), "tool_version": __version__})
     return settings
 
