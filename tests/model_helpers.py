@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from wantofight_model.model import WanToFight
 from wantofight_model.presets import get_preset
 
 B, P, N_REF = 2, 2, 16
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on a shared 2-core machine OpenMP
+    spinning makes them ~8x slower; test modules import this fixture to run single-threaded."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 def tiny_config(**overrides):

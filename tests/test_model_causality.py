@@ -7,6 +7,7 @@ chunk 2 = latents 3-4, chunk 3 = latents 5-6; keys cover 1 + 4 * 6 = 25 pixel fr
 import pytest
 import torch
 
+from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from model_helpers import B, keys, latents, ref_images, ref_tokens, tiny_model
 from wantofight_model.generate import StreamingGenerator
 

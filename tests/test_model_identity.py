@@ -2,6 +2,7 @@
 
 import torch
 
+from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from model_helpers import keys, latents, ref_images, tiny_model
 from wantofight_model.scheduler import FlowMatchScheduler
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from wantofight_model.attention import (
     bidirectional_mask,
     block_causal_mask,

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 
+from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from model_helpers import B, P, frames_for, keys, latents, ref_images, ref_tokens, tiny_model
 from wantofight_model.config import ModelConfig, VAEConfig
 from wantofight_model.keyboard import KeyboardEncoder, KeyboardInjection
@@ -65,10 +66,10 @@ def test_keyboard_encoder_aligns_frames_to_latents():
     k2[:, 6] = 1 - k2[:, 6]
     diff = (enc(k) - enc(k2)).abs().sum(dim=(0, 1, 3))
     assert diff[2] > 0 and diff[[0, 1, 3, 4]].eq(0).all()
-    # streaming: chunk-by-chunk encoding equals encoding the whole stream
+    # streaming: chunk-by-chunk encoding equals encoding the whole stream (up to conv blocking order)
     whole = enc(k)
     parts = torch.cat([enc(k[:, :1]), enc(k[:, 1:9]), enc(k[:, 9:17])], dim=2)
-    assert torch.equal(whole, parts)
+    torch.testing.assert_close(parts, whole, atol=1e-6, rtol=1e-6)
 
 
 def test_injection_and_association_shapes():

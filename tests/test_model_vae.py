@@ -6,6 +6,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from model_helpers import B, keys, ref_images, tiny_model
 from wantofight.cli import app
 from wantofight_model.generate import StreamingGenerator
@@ -79,3 +80,11 @@ def test_cli_model_info_bad_preset():
     result = CliRunner().invoke(app, ["model", "info", "--preset", "huge"])
     assert result.exit_code == 2
     assert "tiny" in result.output and "wan-1.3b" in result.output
+
+
+def test_model_cli_module_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, wantofight_model.cli; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

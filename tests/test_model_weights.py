@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from model_helpers import latents, tiny_config
 from wantofight_model.dit import WanToFightDiT
 from wantofight_model.presets import get_preset

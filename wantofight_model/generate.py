@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
+from wantofight_model.config import SAMPLERS
 from wantofight_model.model import WanToFight
 from wantofight_model.scheduler import FlowMatchScheduler
 from wantofight_model.vae import WanVAE
@@ -56,6 +57,8 @@ class StreamingGenerator:
         self.vae = vae
         config = model.config
         self.scheduler = scheduler or FlowMatchScheduler(config.num_train_timesteps, config.timestep_shift)
+        if sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {sampler!r}; valid: {', '.join(SAMPLERS)}")
         self.sampler = sampler
 
     # ---- pixels in, pixels out ----

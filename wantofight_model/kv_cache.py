@@ -51,7 +51,9 @@ class RollingKVCache:
     next_frame: int = 0
     """Absolute latent-frame index of the next chunk's first frame."""
     staged_tokens: int = 0
+    """Tokens staged for the chunk being generated (0 until its cache-write step)."""
     staged_keyboard: torch.Tensor | None = None
+    """(B, P, f, E) keyboard latents of the chunk being generated."""
 
     @classmethod
     def from_config(cls, config: ModelConfig, batch_size: int, device: torch.device | str = "cpu",
