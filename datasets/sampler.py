@@ -2,10 +2,11 @@
 
 Per training step s the sampler (on every rank alike) draws one tier from the schedule's weights
 at s, using only (seed, s). Each tier is an endless stream of its clips: epoch e of a tier is a
-permutation seeded by (seed, tier, e). A step that picks tier t takes the next
-batch_size x world_size positions of t's stream; rank r gets the r-th block of batch_size. So the
-ranks' indices at a step are disjoint, and within one pass over a tier the ranks together see each
-of its clips exactly once.
+permutation seeded by (seed, tier, e), cut to a whole number of global batches G = batch_size x
+world_size (the n mod G clips left over wait for a later pass, where the permutation differs). A
+step that picks tier t takes the next G positions of t's stream; rank r gets the r-th block of
+batch_size. So the ranks' indices at a step are disjoint (a step never straddles two passes), and
+within one pass the ranks together see each clip at most once (exactly once when G divides n).
 
 Everything is a function of (seed, schedule, batch_size x world_size, step): the state is the
 step, and resuming at step k replays the tier draws of steps < k (vectorised, ~1 s per 10^7
@@ -131,6 +132,11 @@ class CurriculumSampler:
             present = sorted({str(t) for t in item_tiers})
             raise ValueError(f"the schedule uses tier(s) {', '.join(missing)} but the data has no clips of them "
                              f"(the data holds: {', '.join(present) or 'nothing'})")
+        small = [f"{t} ({len(self.by_tier[t])})" for t in schedule.tiers
+                 if len(self.by_tier[t]) < batch_size * world_size]
+        if small:
+            raise ValueError(f"tier(s) {', '.join(small)} have fewer clips than batch_size x world_size = "
+                             f"{batch_size * world_size}: a step could not give every rank distinct clips")
         self._perms: dict[tuple[str, int], np.ndarray] = {}
         self.step = 0
         self.positions = {t: 0 for t in TIERS}
@@ -180,11 +186,9 @@ class CurriculumSampler:
         return self._perms[key]
 
     def _take(self, tier: str, position: int, count: int) -> list[int]:
-        n = len(self.by_tier[tier])
-        out = []
-        for p in range(position, position + count):
-            out.append(int(self._perm(tier, p // n)[p % n]))
-        return out
+        share = self.batch_size * self.world_size
+        usable = len(self.by_tier[tier]) // share * share  # a pass = whole global batches
+        return [int(self._perm(tier, p // usable)[p % usable]) for p in range(position, position + count)]
 
     def batch_at(self, step: int, positions: dict[str, int] | None = None) -> tuple[str, list[int]]:
         """(tier, this rank's indices) of `step`, given the tier positions before it."""
