@@ -131,3 +131,19 @@ def test_prompt_of_several_chunks_and_wrong_key_chunk():
         list(gen.generate_latents(latents(1), [keys(4)], ref_tokens(), steps=2))
     with pytest.raises(ValueError, match="prompt of 2 latent frames"):
         list(gen.generate_latents(latents(2), [keys(8)], ref_tokens(), steps=2))
+
+
+def test_noisy_prompt_is_consistent_between_cache_and_recompute():
+    gen = StreamingGenerator(tiny_model())
+
+    def run(use_cache):
+        return list(gen.generate_latents(latents(1), [keys(8, seed=i) for i in range(3)], ref_tokens(), steps=2,
+                                         generator=torch.Generator().manual_seed(3), use_cache=use_cache,
+                                         prompt_sigma=0.1))
+
+    clean = list(gen.generate_latents(latents(1), [keys(8, seed=i) for i in range(3)], ref_tokens(), steps=2,
+                                      generator=torch.Generator().manual_seed(3)))
+    noisy = run(True)
+    for a, b in zip(noisy, run(False)):
+        assert (a - b).abs().max() <= 1e-5
+    assert not torch.allclose(noisy[0], clean[0])

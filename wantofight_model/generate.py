@@ -80,8 +80,13 @@ class StreamingGenerator:
     @torch.no_grad()
     def generate_latents(self, prompt: torch.Tensor, keys_stream: Iterable[torch.Tensor], references: torch.Tensor,
                          steps: int = 4, prompt_keys: torch.Tensor | None = None,
-                         generator: torch.Generator | None = None, use_cache: bool = True) -> Iterator[torch.Tensor]:
-        """prompt (B, C, 1 + 2m, h, w) clean latents; yields one (B, C, 2, h, w) chunk per keys entry."""
+                         generator: torch.Generator | None = None, use_cache: bool = True,
+                         prompt_sigma: float = 0.0) -> Iterator[torch.Tensor]:
+        """prompt (B, C, 1 + 2m, h, w) clean latents; yields one (B, C, 2, h, w) chunk per keys entry.
+
+        `prompt_sigma` > 0 noises the prompt to that level before it enters the cache (and tells the
+        model), matching a trainer that used context-noise augmentation.
+        """
         config = self.model.config
         B, C, F0, h, w = prompt.shape
         per_chunk = config.chunk_latent_frames
@@ -111,12 +116,15 @@ class StreamingGenerator:
             else:
                 history.commit()
 
-        # Prompt chunks enter the context from one clean forward pass each.
+        # Prompt chunks enter the context from one forward pass each, at noise level prompt_sigma.
+        if prompt_sigma > 0:
+            noise = torch.randn(prompt.shape, generator=generator, device=prompt.device, dtype=prompt.dtype)
+            prompt = self.scheduler.add_noise(prompt, noise, prompt_sigma)
         bounds = [0, 1] + list(range(1 + per_chunk, F0 + 1, per_chunk))
         frame_bounds = [0 if f == 0 else 1 + config.vae_time_factor * (f - 1) for f in bounds]
         for j in range(len(bounds) - 1):
             keys = prompt_keys[:, frame_bounds[j]:frame_bounds[j + 1]]
-            denoiser(keys)(prompt[:, :, bounds[j]:bounds[j + 1]], 0.0, True)
+            denoiser(keys)(prompt[:, :, bounds[j]:bounds[j + 1]], prompt_sigma, True)
             close_chunk(bounds[j + 1] - bounds[j])
 
         for keys in keys_stream:
