@@ -91,7 +91,7 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = True
 
     build_start = time.perf_counter()
-    model = WanToFight.from_config(config, device=device).to(dtype).eval()
+    model = WanToFight.from_config(config, device=device).half_precision(dtype).eval()
     vae = WanVAE.from_config(config.vae, device=device, dtype=dtype).eval()
     generator = StreamingGenerator(model, vae)
     print(f"built {args.preset} on {device} in {time.perf_counter() - build_start:.1f}s", flush=True)

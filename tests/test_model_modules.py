@@ -175,3 +175,15 @@ def test_scheduler_shift_and_euler_reaches_clean_sample():
         torch.testing.assert_close(x, x0, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="euler"):
         sched.step(x, x, 1.0, 0.5, "heun")
+
+
+def test_half_precision_keeps_timestep_path_in_float32():
+    model = tiny_model().half_precision(torch.bfloat16)
+    assert model.dit.blocks[0].self_attn.q.weight.dtype == torch.bfloat16
+    assert model.dit.time_embedding[0].weight.dtype == torch.float32
+    assert model.dit.blocks[0].modulation.dtype == torch.float32
+    x = latents(3).to(torch.bfloat16)
+    out = model(x, torch.tensor([250.0, 750.0]), keys(9).to(torch.bfloat16), ref_images().to(torch.bfloat16))
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape and torch.isfinite(out).all()
+    cache = model.new_cache(2)
+    assert cache.k.dtype == torch.bfloat16

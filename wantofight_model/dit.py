@@ -212,7 +212,8 @@ class WanToFightDiT(nn.Module):
         frame_offset = cache.next_frame if cache is not None else 0
 
         t = frame_timesteps(timesteps, B, F, frame_offset, c.chunk_latent_frames, latents.device)  # (B, F)
-        e0 = self.time_embedding(timestep_embedding(t.flatten(), c.freq_dim).to(latents.dtype))  # (B F, D)
+        time_dtype = self.time_embedding[0].weight.dtype  # float32 after `half_precision` (as Wan keeps it)
+        e0 = self.time_embedding(timestep_embedding(t.flatten(), c.freq_dim).to(time_dtype))  # (B F, D)
         e = self.time_projection(e0).unflatten(-1, (6, c.dim)).unflatten(0, (B, F))  # (B, F, 6, D)
         e0 = e0.unflatten(0, (B, F))  # (B, F, D)
 
@@ -272,7 +273,20 @@ class WanToFightDiT(nn.Module):
         x = x.permute(0, 7, 1, 4, 2, 5, 3, 6)  # (B, C, F, pt, h, ph, w, pw)
         return x.reshape(x.shape[0], x.shape[1], F * pt, grid_h * ph, grid_w * pw)  # (B, C, F, H, W)
 
-    # ---- bookkeeping ----
+    # ---- precision and bookkeeping ----
+    FP32_MODULES = ("time_embedding", "time_projection")
+
+    def half_precision(self, dtype: torch.dtype = torch.bfloat16) -> "WanToFightDiT":
+        """Cast to `dtype` but keep the timestep path and the modulation tables in float32, like Wan
+        (diffusers' `_keep_in_fp32_modules`): a bf16 sinusoid cannot resolve t in [0, 1000]."""
+        self.to(dtype)
+        for name in self.FP32_MODULES:
+            getattr(self, name).float()
+        for name, param in self.named_parameters():
+            if name.endswith("modulation"):
+                param.data = param.data.float()
+        return self
+
     def backbone_state_dict(self) -> dict[str, torch.Tensor]:
         """The Wan2.1 backbone tensors only (what a Wan checkpoint provides)."""
         return {k: v for k, v in self.state_dict().items() if not k.startswith(self.ADDED_PREFIXES)}

@@ -50,6 +50,12 @@ class WanToFight(nn.Module):
         ref_tokens = self.encode_references(references) if references is not None else None
         return self.dit(latents, timesteps, keys, ref_tokens, attention, cache, write_cache)
 
+    def half_precision(self, dtype: torch.dtype = torch.bfloat16) -> "WanToFight":
+        """Inference precision: everything in `dtype` except the DiT's timestep path (see the DiT)."""
+        self.reference_encoder.to(dtype)
+        self.dit.half_precision(dtype)
+        return self
+
     def new_cache(self, batch_size: int) -> RollingKVCache:
         weight = self.dit.patch_embedding.weight
         return RollingKVCache.from_config(self.config, batch_size, weight.device, weight.dtype)
