@@ -180,7 +180,12 @@ def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, wor
     if duplicates:
         raise BuildError(f"{duplicates} episode(s) appear twice among the inputs (same recording given twice?)")
 
-    splits = cl.split_episodes([ep.uid for ep in good], options.val_fraction, options.seed)
+    # Split within each source run, so every run (e.g. a one-episode drill run) reaches train.
+    by_run: dict[Path, list[str]] = {}
+    for ep in good:
+        by_run.setdefault(Path(ep.path).parent.parent, []).append(ep.uid)
+    splits = {uid: split for uids in by_run.values()
+              for uid, split in cl.split_episodes(uids, options.val_fraction, options.seed).items()}
     selected, coverage, dropped = select_clips(good, options, excluded)
     ram_names = sorted({name for ep in good for name in ep.ram_names})
     schema = shard_schema(ram_names)

@@ -210,3 +210,10 @@ def test_bad_options_fail_with_the_valid_choices(runs, tmp_path):
         exclude = tmp_path / "bad.json"
         exclude.write_text("{}")
         build_curriculum(runs[:1], tmp_path / "y", BuildOptions(exclude=str(exclude)), progress=False)
+
+
+def test_split_is_per_run_so_a_one_episode_drill_run_trains(dataset):
+    out, manifest, _ = dataset
+    counts = manifest["counts"]["single-action"]
+    assert counts["train"] > 0  # the drill run has one episode: it must not vanish into val
+    assert manifest["episodes"]["split"]["val"]  # the 3-episode match run still gives val
