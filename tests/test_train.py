@@ -1,0 +1,159 @@
+"""`wtf train stage1`: overfit one batch, exact resume after Ctrl-C, curriculum timing, config and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from train_helpers import SyntheticLatentDataset, losses, synthetic_datasets, tiny_config
+from wantofight.train import checkpoint as ckpt
+from wantofight.train.config import ConfigError, resolve_config
+from wantofight.train.data import DataError
+from wantofight.train.metrics import read_metrics
+from wantofight.train.run import train
+from wantofight.train.stage1 import Stage1Trainer
+from wantofight.train.trainer import TrainError
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+# ---------------------------------------------------------------------------------------------
+
+def test_set_overrides_are_typed_and_bad_ones_name_the_valid_fields(tmp_path):
+    file = tmp_path / "run.yaml"
+    file.write_text("optim: {lr: 0.002, grad_accum: 2}\ndata: {frames: 33}\n")
+    config = resolve_config("tiny", file=file, sets=["optim.lr=3e-4", "model.gradient_checkpointing=true",
+                                                     "data.tiers=[single-action]"], max_steps=7)
+    assert config.optim.lr == 3e-4 and config.optim.grad_accum == 2 and config.data.frames == 33
+    assert config.max_steps == 7 and config.data.tiers == ["single-action"]
+    assert config.model_config().gradient_checkpointing is True
+    assert resolve_config("tiny").to_dict() == type(config).from_dict(resolve_config("tiny").to_dict()).to_dict()
+    with pytest.raises(ConfigError, match="valid here: .*grad_clip"):
+        resolve_config("tiny", sets=["optim.lrr=1"])
+    with pytest.raises(ConfigError, match="1 \\+ 8 n"):
+        resolve_config("tiny", sets=["data.frames=30"])
+    with pytest.raises(ConfigError, match="unknown model field"):
+        resolve_config("tiny", sets=["model.dimm=3"])
+    with pytest.raises(ConfigError, match="valid presets: tiny, wan-1.3b"):
+        resolve_config("huge")
+    with pytest.raises(ConfigError, match="must be a number"):
+        resolve_config("tiny", sets=["optim.lr=fast"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+class OneBatchTrainer(Stage1Trainer):
+    """The same batch and the same noise draws at every step: the loss can only go down by fitting."""
+
+    def batch(self):
+        if not hasattr(self, "_fixed"):
+            self._fixed = super().batch()
+        return self._fixed
+
+    def loss(self, batch, micro, step=None):
+        return super().loss(batch, micro, step=0)
+
+
+def test_overfit_one_batch_halves_the_loss_within_40_steps(tmp_path):
+    config = tiny_config("max_steps=40", "optim.lr=3e-3", "context.noise_prob=0.0", "ema_decay=0.0")
+    trainer = OneBatchTrainer(config, None, tmp_path / "run", datasets=synthetic_datasets(), progress=False)
+    trainer.fit()
+    curve = losses(tmp_path / "run")
+    assert len(curve) == 40
+    assert min(curve[s] for s in range(31, 41)) < 0.5 * curve[1], curve
+
+
+class InterruptAt(Stage1Trainer):
+    """Delivers a real SIGINT (Ctrl-C) to the process in the middle of step `at`."""
+
+    at = 3
+
+    def loss(self, batch, micro, step=None):
+        if self.step_count + 1 == self.at and micro == 0 and step is None:
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().loss(batch, micro, step)
+
+
+def test_ctrl_c_then_resume_gives_the_same_loss_at_every_later_step(tmp_path):
+    sets = ("max_steps=7", "optim.grad_accum=2", "checkpoint.every=2", "optim.schedule=cosine",
+            "optim.warmup_steps=2")
+    full = train("stage1", preset="tiny", data=None, out=tmp_path / "full", sets=tiny_config_sets(*sets),
+                 progress=False, datasets=synthetic_datasets())
+    assert full["step"] == 7
+
+    config = tiny_config(*sets)
+    with pytest.raises(KeyboardInterrupt):
+        InterruptAt(config, None, tmp_path / "cut", datasets=synthetic_datasets(), progress=False).fit()
+    assert ckpt.latest_checkpoint(tmp_path / "cut").name == ckpt.checkpoint_name(3)  # step 3 finished, then saved
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    resumed = train("stage1", preset="tiny", data=None, out=tmp_path / "cut", resume=True, progress=False,
+                    datasets=synthetic_datasets())
+    assert resumed["step"] == 7
+    a, b = losses(tmp_path / "full"), losses(tmp_path / "cut")
+    assert sorted(b) == list(range(1, 8))
+    for step in range(1, 8):
+        assert a[step] == b[step], (step, a[step], b[step])  # exact, not approximately
+    final_a = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "full"), "model.safetensors")
+    final_b = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
+    ema_a = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "full"), "ema.safetensors")
+    ema_b = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "ema.safetensors")
+    assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
+    assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a)
+    assert len(ckpt.list_checkpoints(tmp_path / "full")) == 2  # keep_last of the tiny preset
+
+
+def tiny_config_sets(*sets: str) -> list[str]:
+    """The `--set` list `tiny_config` applies, for calls through `train()`."""
+    from train_helpers import FRAMES
+
+    return [f"data.frames={FRAMES}", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
+            "optim.warmup_steps=0", *sets]
+
+
+def test_curriculum_tiers_appear_at_the_configured_optimiser_steps(tmp_path):
+    phases = json.dumps([{"until": 2, "weights": {"single-action": 1}},
+                         {"until": 4, "weights": {"dual-action": 1}},
+                         {"until": None, "weights": {"full-match": 1}}])
+    config = tiny_config("max_steps=6", "optim.grad_accum=2", f"data.curriculum={phases}", "ema_decay=0.0")
+    Stage1Trainer(config, None, tmp_path / "run", datasets=synthetic_datasets(), progress=False).fit()
+    seen = {r["step"]: r["tiers"] for r in read_metrics(tmp_path / "run")}
+    expect = {1: "single-action", 2: "single-action", 3: "dual-action", 4: "dual-action", 5: "full-match",
+              6: "full-match"}
+    for step, tier in expect.items():
+        assert seen[step] == {tier: 4}, (step, seen[step])  # 2 micro-batches x 2 samples, one tier
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+def test_resume_without_a_checkpoint_and_a_reused_run_dir_fail_clearly(tmp_path):
+    config = tiny_config("max_steps=1")
+    with pytest.raises(TrainError, match="no complete checkpoint"):
+        Stage1Trainer(config, None, tmp_path / "run", resume=True, datasets=synthetic_datasets(), progress=False)
+    Stage1Trainer(config, None, tmp_path / "run", datasets=synthetic_datasets(), progress=False).fit()
+    with pytest.raises(TrainError, match="already holds checkpoints.*--resume"):
+        Stage1Trainer(config, None, tmp_path / "run", datasets=synthetic_datasets(), progress=False)
+    with pytest.raises(ConfigError, match="trained with preset 'tiny', not 'wan-1.3b'"):
+        train("stage1", preset="wan-1.3b", data=None, out=tmp_path / "run", resume=True,
+              datasets=synthetic_datasets(), progress=False)
+    other = tiny_config("max_steps=2", "model.ffn_dim=96")
+    with pytest.raises(TrainError, match="different ffn_dim"):
+        Stage1Trainer(other, None, tmp_path / "run", resume=True, datasets=synthetic_datasets(), progress=False)
+
+
+def test_data_that_disagrees_with_the_preset_is_refused_naming_both_sides(tmp_path):
+    wrong = SyntheticLatentDataset(4)
+    wrong.shape = (16, wrong.F, 6, 6)  # 48x48 pixels encoded; the tiny preset is 64x64
+    with pytest.raises(DataError, match="48x48 pixels.*64x64"):
+        Stage1Trainer(tiny_config(), None, tmp_path / "a", datasets={"train": wrong, "val": None}, progress=False)
+    with pytest.raises(DataError, match="items hold 17 frames, data.frames is 33"):
+        Stage1Trainer(tiny_config("data.frames=33"), None, tmp_path / "b", datasets=synthetic_datasets(),
+                      progress=False)

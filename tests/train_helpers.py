@@ -1,0 +1,69 @@
+"""Builders for the trainer tests: tiny configs and in-memory datasets with the datasets' item dicts."""
+
+from __future__ import annotations
+
+import torch
+
+from wantofight.train.config import resolve_config
+from wantofight_model.presets import get_preset
+
+TIERS = ("single-action", "dual-action", "full-match")
+FRAMES = 17  # chunk 0 + 2 chunks of 8: 5 latent frames, enough for every code path and fast on CPU
+
+
+def tiny_config(*sets: str, **fields):
+    """The tiny train preset at 17 frames, no validation, no checkpoints between steps."""
+    base = [f"data.frames={FRAMES}", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
+            "optim.warmup_steps=0"]
+    return resolve_config("tiny", sets=base + list(sets), **fields)
+
+
+class SyntheticLatentDataset:
+    """A latent cache in memory: item i is fixed by (seed, i); tiers cycle through `tiers`.
+
+    Latents carry a learnable structure (a per-clip pattern that moves with the keys), so a model can
+    fit them; items have the LatentDataset dict: latents (16, F, h, w), keys (T, 2, 16), effective
+    (T, 2), ref_tokens (2, N, C), tier, clip_id, start.
+    """
+
+    is_latent = True
+
+    def __init__(self, n: int = 12, frames: int = FRAMES, tiers=TIERS, seed: int = 0, ref_tokens: int = 4,
+                 preset: str = "tiny"):
+        m = get_preset(preset)
+        self.frames, self.seed, self.n_ref = frames, seed, ref_tokens
+        self.F = 1 + (frames - 1) // 4
+        self.shape = (m.latent_channels, self.F, m.latent_height, m.latent_width)
+        self.clip_dim = m.clip_dim
+        self.item_tiers = [tiers[i % len(tiers)] for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.item_tiers)
+
+    def __getitem__(self, key) -> dict:
+        i, step = key if isinstance(key, tuple) else (key, 0)
+        gen = torch.Generator().manual_seed(self.seed * 100003 + i)
+        keys = (torch.rand(self.frames, 2, 16, generator=gen) > 0.8).float()
+        keys[0] = 0
+        base = torch.randn(self.shape[0], 1, *self.shape[2:], generator=gen)
+        drift = torch.linspace(0, 1, self.F).view(1, -1, 1, 1)
+        latents = base + drift * keys[:, 0, :4].mean() + 0.1 * torch.randn(self.shape, generator=gen)
+        return {
+            "latents": latents.float(),
+            "keys": keys,
+            "effective": torch.ones(self.frames, 2, dtype=torch.bool),
+            "ref_tokens": torch.randn(2, self.n_ref, self.clip_dim, generator=gen),
+            "tier": self.item_tiers[i],
+            "clip_id": f"clip{i:04d}",
+            "start": 0,
+        }
+
+
+def synthetic_datasets(n: int = 12, frames: int = FRAMES) -> dict:
+    return {"train": SyntheticLatentDataset(n, frames, seed=0), "val": SyntheticLatentDataset(6, frames, seed=1)}
+
+
+def losses(run_dir) -> dict[int, float]:
+    from wantofight.train.metrics import read_metrics
+
+    return {r["step"]: r["loss"] for r in read_metrics(run_dir) if "loss" in r}

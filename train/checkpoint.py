@@ -1,0 +1,176 @@
+"""Atomic checkpoints that hold everything needed to continue a run exactly.
+
+    RUN_DIR/checkpoints/step_00000020/
+        config.json                    train config, resolved model config, stage, preset, world size
+        model.safetensors              the DiT (full, unsharded)
+        reference_encoder.safetensors  the frozen CLIP tower, only when it is randomly initialised
+        ema.safetensors                EMA shadows of the trainable weights
+        optimizer.pt                   AdamW state (full, unsharded)
+        trainer.pt                     LR scheduler, step, samples seen, data sampler state
+        rng_rank{r}.pt                 python / numpy / torch (/ CUDA) RNG states of each rank
+    RUN_DIR/checkpoints/latest         name of the newest complete checkpoint
+
+A checkpoint is written into a hidden temporary folder and renamed into place when complete, then
+`latest` is replaced atomically; a crash at any moment leaves the previous checkpoint usable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+CHECKPOINT_DIR = "checkpoints"
+PREFIX = "step_"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used (missing, from another preset or stage, incomplete)."""
+
+
+def checkpoint_name(step: int) -> str:
+    return f"{PREFIX}{step:08d}"
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    if not root.exists():
+        return []
+    done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX) and (p / "config.json").exists()]
+    return sorted(done, key=lambda p: int(p.name[len(PREFIX):]))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    root = Path(run_dir) / CHECKPOINT_DIR
+    pointer = root / "latest"
+    if pointer.exists():
+        candidate = root / pointer.read_text().strip()
+        if (candidate / "config.json").exists():
+            return candidate
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+# ---------------------------------------------------------------------------------------------
+# RNG
+# ---------------------------------------------------------------------------------------------
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path))
+
+
+def staging_dir(run_dir: Path, step: int) -> Path:
+    """The hidden folder a checkpoint is assembled in (same file system, so the rename is atomic)."""
+    return Path(run_dir) / CHECKPOINT_DIR / f".{checkpoint_name(step)}.tmp"
+
+
+def begin(run_dir: Path, step: int) -> Path:
+    """Rank 0: make a fresh staging folder."""
+    tmp = staging_dir(run_dir, step)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def write_rank_state(tmp: Path, rank: int) -> None:
+    torch.save(rng_state(), tmp / f"rng_rank{rank}.pt")
+
+
+def write_main(tmp: Path, *, config: dict, model: dict[str, torch.Tensor], optimizer: dict, trainer: dict,
+               ema: dict[str, torch.Tensor] | None = None, reference_encoder: dict[str, torch.Tensor] | None = None
+               ) -> None:
+    """Rank 0: everything but the per-rank RNG; config.json last (its presence marks completeness)."""
+    _save_tensors(model, tmp / "model.safetensors")
+    if reference_encoder is not None:
+        _save_tensors(reference_encoder, tmp / "reference_encoder.safetensors")
+    if ema is not None:
+        _save_tensors(ema, tmp / "ema.safetensors")
+    torch.save(optimizer, tmp / "optimizer.pt")
+    torch.save(trainer, tmp / "trainer.pt")
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def commit(run_dir: Path, tmp: Path, step: int, keep_last: int) -> Path:
+    """Rank 0: rename the staging folder into place, move `latest`, delete checkpoints beyond `keep_last`."""
+    for f in tmp.iterdir():
+        with f.open("rb") as handle:
+            os.fsync(handle.fileno())
+    root = Path(run_dir) / CHECKPOINT_DIR
+    final = root / checkpoint_name(step)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    pointer_tmp = root / ".latest.tmp"
+    pointer_tmp.write_text(final.name)
+    os.replace(pointer_tmp, root / "latest")
+    _fsync_dir(root)
+    for old in list_checkpoints(run_dir)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+def read_config(path: Path) -> dict:
+    return json.loads((Path(path) / "config.json").read_text())
+
+
+def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor] | None:
+    from safetensors.torch import load_file
+
+    file = Path(path) / name
+    return load_file(str(file)) if file.exists() else None
+
+
+def read_torch(path: Path, name: str) -> Any:
+    # weights_only=False: these files hold numpy RNG tuples and plain python state we wrote ourselves
+    return torch.load(Path(path) / name, map_location="cpu", weights_only=False)
+
+
+def read_rng(path: Path, rank: int) -> dict[str, Any] | None:
+    file = Path(path) / f"rng_rank{rank}.pt"
+    return read_torch(path, file.name) if file.exists() else None

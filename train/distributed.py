@@ -1,0 +1,149 @@
+"""torchrun plumbing: process group, DDP / FSDP2 wrapping, full state dicts, reductions.
+
+One process per GPU under `torchrun --nproc-per-node G -m wantofight.cli train stage1 ...`; a plain
+`wtf train stage1` is world size 1 and touches no process group. CPU runs (tests) use gloo.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def setup(device: str | None = None) -> DistInfo:
+    """Join the process group torchrun describes in the environment (if any) and pick the device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", local_rank if world > 1 else (dev.index or 0))
+        torch.cuda.set_device(dev)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", rank=rank, world_size=world)
+    return DistInfo(rank, world, local_rank, dev)
+
+
+def teardown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def resolve_parallel(parallel: str, preset: str, info: DistInfo) -> str:
+    """auto -> none on one process, fsdp for wan-1.3b on GPUs, ddp otherwise."""
+    if not info.enabled:
+        return "none"
+    if parallel == "auto":
+        return "fsdp" if preset == "wan-1.3b" and info.device.type == "cuda" else "ddp"
+    return parallel
+
+
+def wrap(dit: nn.Module, strategy: str, info: DistInfo, bf16: bool) -> nn.Module:
+    """Return the module the training step calls: the DiT itself, DDP(DiT), or the DiT fully_shard-ed in place."""
+    if strategy == "none":
+        return dit
+    if strategy == "ddp":
+        ids = [info.device.index] if info.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(dit, device_ids=ids)
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
+        kwargs = {"mp_policy": mp} if mp is not None else {}
+        for block in dit.blocks:  # one all-gather per block: peak memory = one block's full weights
+            fully_shard(block, **kwargs)
+        fully_shard(dit, **kwargs)
+        return dit
+    raise ValueError(f"parallel={strategy!r}; valid: none, ddp, fsdp")
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    return module.module if isinstance(module, nn.parallel.DistributedDataParallel) else module
+
+
+def is_sharded(module: nn.Module) -> bool:
+    return any(hasattr(p, "full_tensor") for p in module.parameters())
+
+
+def model_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Full CPU state dict of the (possibly DDP- or FSDP-wrapped) module; collective under FSDP."""
+    module = unwrap(module)
+    if is_sharded(module):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return {k: v.detach().cpu() for k, v in module.state_dict().items()}
+
+
+def load_model_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    module = unwrap(module)
+    if is_sharded(module):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
+    else:
+        module.load_state_dict(state)
+
+
+def optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    module = unwrap(module)
+    if is_sharded(module):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        return get_optimizer_state_dict(module, optimizer,
+                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return optimizer.state_dict()
+
+
+def load_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    module = unwrap(module)
+    if is_sharded(module):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        set_optimizer_state_dict(module, optimizer, state, options=StateDictOptions(full_state_dict=True))
+    else:
+        optimizer.load_state_dict(state)
+
+
+def mean(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Average a tensor over ranks (a no-op on one process)."""
+    if info.enabled:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        value /= info.world_size
+    return value
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def broadcast_object(obj, info: DistInfo):
+    if not info.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

@@ -1,0 +1,66 @@
+"""The library call behind `wtf train STAGE`: resolve the config, build the stage's trainer, fit.
+
+Tests and scripts call `train(...)`; the CLI calls `run_stage(...)`, which turns every expected
+failure into a one-line error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+STAGE_TRAINERS = {"stage1": "wantofight.train.stage1:Stage1Trainer"}
+
+
+def trainer_class(stage: str):
+    import importlib
+
+    if stage not in STAGE_TRAINERS:
+        raise ValueError(f"unknown stage {stage!r}; valid stages: {', '.join(STAGE_TRAINERS)}")
+    module, name = STAGE_TRAINERS[stage].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def resolve(stage: str, preset: str, out: Path, resume: bool, config_file=None, sets=(), max_steps=None):
+    """The run's config: the preset (or, with --resume, the config saved in the last checkpoint),
+    then the file, --max-steps and --set."""
+    from wantofight.train import checkpoint as ckpt
+    from wantofight.train.config import resolve_config
+
+    base = None
+    if resume:
+        found = ckpt.latest_checkpoint(out)
+        if found is not None:
+            base = ckpt.read_config(found)["train"]
+    return resolve_config(preset, file=config_file, sets=list(sets), base=base, stage=stage, max_steps=max_steps)
+
+
+def train(stage: str, *, preset: str, data: Path | None, out: Path, max_steps: int | None = None,
+          resume: bool = False, init_from: Path | None = None, config_file: Path | None = None,
+          sets=(), device: str | None = None, progress: bool = True, datasets=None) -> dict:
+    config = resolve(stage, preset, out, resume, config_file, sets, max_steps)
+    trainer = trainer_class(stage)(config, data, out, resume=resume, init_from=init_from, device=device,
+                                   progress=progress, datasets=datasets)
+    return trainer.fit()
+
+
+def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
+    """`train()` with every expected error as one line and exit code 2 (130 after Ctrl-C)."""
+    import typer
+
+    from wantofight.train.checkpoint import CheckpointError
+    from wantofight.train.config import ConfigError
+    from wantofight.train.data import DataError
+    from wantofight.train.distributed import teardown
+    from wantofight.train.trainer import TrainError
+
+    try:
+        train(stage, **kwargs)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
+        fail(str(err))
+    except ImportError as err:
+        fail(f"{err} (the trainer needs the model extra: pip install 'wantofight[model]')")
+    finally:
+        teardown()

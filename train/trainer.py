@@ -1,0 +1,569 @@
+"""The trainer skeleton every stage shares: config -> model, optimiser, LR schedule, data, loop.
+
+    trainer = Stage1Trainer(config, data="ds/", run_dir="runs/a")
+    trainer.fit()
+
+A stage subclasses `Trainer` and overrides only what differs (STYLE.md, torchtitan's pattern):
+    batch()   one micro-batch on the device, in model space (latents, keys, reference tokens)
+    loss()    the stage's objective on one micro-batch -> (scalar, per-sample losses)
+    step()    one optimiser step: grad_accum x (batch, loss, backward), clip, AdamW, LR, EMA
+    sample()  latents generated for the validation video
+Everything else (checkpoints, exact resume, torchrun, logging, validation) lives here once.
+
+Randomness: every noise draw of a sample is seeded from (seed, step, micro-batch, global sample
+index), so a run gives the same losses whether interrupted or not, and whether its global batch is
+spread over one process or many (tests check both).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from wantofight.train import checkpoint as ckpt
+from wantofight.train import distributed as dist_utils
+from wantofight.train.config import TrainConfig, format_config
+from wantofight.train.ema import EMA
+from wantofight.train.metrics import MetricsWriter
+
+KEY_LAYOUT_VERSION = 1  # SPEC §4.1; datasets record the version they used
+
+
+class TrainError(RuntimeError):
+    """A run that cannot start or continue; the message says what to change."""
+
+
+OOM_HINT = ("out of memory: lower data.batch_size (raise optim.grad_accum to keep the global batch), "
+            "lower data.frames, set model.gradient_checkpointing=true, precision=bf16, parallel=fsdp "
+            "(torchrun), or use the latent cache instead of clips (--data LATENT_DIR)")
+
+
+@dataclass
+class StepStats:
+    loss: float
+    grad_norm: float
+    lr: float
+    samples: int
+    data_s: float
+    """Waiting for the DataLoader (decode, resize, collate)."""
+    encode_s: float
+    """VAE encoding of clips and CLIP encoding of reference images (0 from the latent cache)."""
+    compute_s: float
+    """Forward, backward, optimiser step."""
+    tiers: list[str]
+
+
+def sample_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (seed, step, micro, index): independent streams per sample."""
+    return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(2, np.uint64)[0] >> 1)
+
+
+class Trainer:
+    """Shared skeleton. Subclasses set `stage` and `attention` and implement `loss()`."""
+
+    stage = "base"
+    attention = "bidirectional"
+
+    def __init__(self, config: TrainConfig, data: str | Path | None, run_dir: str | Path, *, resume: bool = False,
+                 init_from: str | Path | None = None, device: str | None = None, progress: bool = True,
+                 datasets: dict[str, Any] | None = None):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.data_path = Path(data) if data is not None else None
+        self.show_progress = progress
+        self.dist = dist_utils.setup(device)
+        self.device = self.dist.device
+        self.model_config = config.model_config()
+        self.bf16 = config.precision == "bf16" or (config.precision == "auto" and self.device.type == "cuda")
+        self.step_count = 0
+        self.samples_seen = 0
+        self._encode_s = 0.0
+        self._stop = False
+
+        resume_from = self._check_run_dir(resume)
+        self._seed_everything(config.seed)
+        self.model = self.build_model(init_from)
+        self.vae = None
+        self.datasets = datasets if datasets is not None else self.build_datasets()
+        self.source = "latents" if self._is_latent(self.datasets["train"]) else "clips"
+        self.check_data(self.datasets["train"])
+        strategy = dist_utils.resolve_parallel(config.parallel, config.preset, self.dist)
+        self.parallel = strategy
+        self.wrapped = dist_utils.wrap(self.model.dit, strategy, self.dist, self.bf16)
+        self.optimizer = self.build_optimizer()
+        self.scheduler = self.build_scheduler()
+        self.ema = EMA(self._trainable(), config.ema_decay) if config.ema_decay > 0 else None
+        if resume_from is not None:
+            self.load(resume_from)
+        self.sampler = self.build_sampler(self.step_count * config.optim.grad_accum)
+        if resume_from is not None:
+            self.sampler.load_state_dict(ckpt.read_torch(resume_from, "trainer.pt")["sampler"])
+        self.loader = self.build_loader(self.datasets["train"], self.sampler)
+        self._iter: Iterator | None = None
+        self.metrics = MetricsWriter(self.run_dir, enabled=self.dist.is_main,
+                                     resume_step=self.step_count if resume_from is not None else None)
+
+    # ------------------------------------------------------------------------------------------
+    # Setup
+    # ------------------------------------------------------------------------------------------
+
+    def _check_run_dir(self, resume: bool) -> Path | None:
+        found = ckpt.latest_checkpoint(self.run_dir)
+        if resume and found is None:
+            raise TrainError(f"--resume: {self.run_dir} holds no complete checkpoint "
+                             f"({self.run_dir / ckpt.CHECKPOINT_DIR} is missing or empty); start without --resume")
+        if not resume and found is not None:
+            raise TrainError(f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to "
+                             "continue that run or choose another --out")
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        return found
+
+    def _seed_everything(self, seed: int) -> None:
+        import random
+
+        random.seed(seed + self.dist.rank)
+        np.random.seed((seed + self.dist.rank) % 2**32)
+        torch.manual_seed(seed)  # same on every rank: identical initial weights
+
+    def build_model(self, init_from: str | Path | None) -> nn.Module:
+        """WanToFight on the device, fp32 master weights; the frozen CLIP tower never trains."""
+        from wantofight_model.model import WanToFight
+
+        model = WanToFight.from_config(self.model_config, device=self.device)
+        model.dit.gradient_checkpointing = self.model_config.gradient_checkpointing
+        if init_from is not None:
+            from wantofight_model.weights import load_wan_weights
+
+            report = load_wan_weights(model.dit, init_from, strict=True)
+            self.log(f"initialised the backbone from {init_from}: {report.describe()}")
+        model.reference_encoder.requires_grad_(False)
+        return model
+
+    def _trainable(self) -> dict[str, nn.Parameter]:
+        return {n: p for n, p in self.model.dit.named_parameters() if p.requires_grad}
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        o = self.config.optim
+        decay, no_decay = [], []
+        for name, p in self._trainable().items():
+            # norms, biases and adaLN modulation tables are not weight-decayed (DiT / Wan practice)
+            (no_decay if p.ndim < 2 or "modulation" in name or "norm" in name else decay).append(p)
+        groups = [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        fused = self.device.type == "cuda"
+        return torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), eps=o.eps, fused=fused)
+
+    def build_scheduler(self) -> torch.optim.lr_scheduler.LRScheduler:
+        o, total = self.config.optim, self.config.max_steps
+
+        def factor(step: int) -> float:
+            if o.warmup_steps and step < o.warmup_steps:
+                return (step + 1) / o.warmup_steps
+            if o.schedule == "cosine":
+                progress = min(1.0, (step - o.warmup_steps) / max(1, total - o.warmup_steps))
+                return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+            return 1.0
+
+        return torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+
+    # ------------------------------------------------------------------------------------------
+    # Data
+    # ------------------------------------------------------------------------------------------
+
+    def build_datasets(self) -> dict[str, Any]:
+        """train / val datasets from `--data`: a curriculum DS_DIR (clips) or a latent cache."""
+        from wantofight.train.data import open_datasets
+
+        if self.data_path is None:
+            raise TrainError("no --data given")
+        return open_datasets(self.data_path, self.config, self.model_config)
+
+    @staticmethod
+    def _is_latent(dataset) -> bool:
+        return type(dataset).__name__.startswith("Latent") or getattr(dataset, "is_latent", False)
+
+    def check_data(self, dataset) -> None:
+        """Fail early, with both sides named, when the data and the preset disagree."""
+        from wantofight.train.data import check_item
+
+        if len(dataset) == 0:
+            raise TrainError(f"the train split of {self.data_path} is empty")
+        check_item(dataset[0], self.config, self.model_config, str(self.data_path))
+
+    def build_sampler(self, start_step: int):
+        """Curriculum batch sampler; `until` of each phase is in optimiser steps (scaled by grad_accum)."""
+        from wantofight.train.data import datasets_api
+
+        CurriculumSampler, CurriculumSchedule = datasets_api("CurriculumSampler"), datasets_api("CurriculumSchedule")
+
+        accum = self.config.optim.grad_accum
+        phases = [{"until": None if p.get("until") is None else int(p["until"]) * accum,
+                   "weights": dict(p["weights"])} for p in self.config.data.curriculum]
+        tiers = set(self.datasets["train"].item_tiers)
+        absent = sorted({t for p in phases for t in p["weights"]} - tiers)
+        if absent:  # a small dataset may lack a tier: its weight goes to the others (said aloud)
+            self.log(f"[yellow]note:[/] the train split has no {', '.join(absent)} clips; the curriculum "
+                     "phases use the other tiers")
+            for phase in phases:
+                phase["weights"] = {t: w for t, w in phase["weights"].items() if t in tiers} or phase["weights"]
+        schedule = CurriculumSchedule.from_dict({"phases": phases})
+        return CurriculumSampler(self.datasets["train"].item_tiers, schedule, self.config.data.batch_size,
+                                 seed=self.config.seed, rank=self.dist.rank, world_size=self.dist.world_size,
+                                 start_step=start_step)
+
+    def build_loader(self, dataset, sampler):
+        from wantofight.train.data import datasets_api
+
+        make_loader = datasets_api("make_loader")
+
+        workers = self.config.data.num_workers
+        return make_loader(dataset, sampler, num_workers=workers, pin_memory=self.device.type == "cuda",
+                           persistent_workers=workers > 0)
+
+    def next_raw(self) -> dict:
+        if self._iter is None:
+            self._iter = iter(self.loader)
+        try:
+            return next(self._iter)
+        except StopIteration:  # a finite sampler: start another pass from where it stands
+            self._iter = iter(self.loader)
+            return next(self._iter)
+
+    def get_vae(self):
+        """The Wan VAE (encode clips on the fly, decode validation videos); built once, frozen."""
+        if self.vae is None:
+            from wantofight_model.vae import WanVAE
+
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)  # a random-init (tiny) VAE is the same in every run
+                self.vae = WanVAE.from_config(self.model_config.vae, device=self.device).eval().requires_grad_(False)
+        return self.vae
+
+    def to_model_space(self, raw: dict) -> dict:
+        """Collated item dict -> {"latents" (B,C,F,h,w), "keys" (B,T,P,16), "ref_tokens" (B,P,N,C), ...}."""
+        out = {"tier": list(raw["tier"]), "clip_id": list(raw["clip_id"])}
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            if "latents" in raw:
+                out["latents"] = raw["latents"].to(self.device, torch.float32, non_blocking=True)
+            else:
+                frames = raw["frames"].to(self.device, non_blocking=True).transpose(1, 2)  # (B, 3, T, H, W)
+                with self.autocast():
+                    out["latents"] = self.get_vae().encode(frames).float()
+                out["frames"] = raw["frames"]
+            out["keys"] = raw["keys"].to(self.device, torch.float32, non_blocking=True)
+            if "ref_tokens" in raw:
+                out["ref_tokens"] = raw["ref_tokens"].to(self.device, torch.float32, non_blocking=True)
+            else:
+                out["ref_tokens"] = self.model.encode_references(raw["ref_images"].to(self.device)).float()
+        self._sync_device()
+        self._encode_s += time.perf_counter() - t0
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # The overridable steps
+    # ------------------------------------------------------------------------------------------
+
+    def batch(self) -> dict:
+        """One micro-batch of this rank, in model space, on the device."""
+        return self.to_model_space(self.next_raw())
+
+    def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean loss, per-sample losses (B,)) of one micro-batch; the stage's objective. `step` seeds the
+        noise draws (default: the current step; validation passes a fixed one)."""
+        raise NotImplementedError
+
+    def step(self) -> StepStats:
+        """One optimiser step over `grad_accum` micro-batches."""
+        accum = self.config.optim.grad_accum
+        self.wrapped.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total, samples, data_s, compute_s, tiers = 0.0, 0, 0.0, 0.0, []
+        self._encode_s = 0.0
+        for micro in range(accum):
+            t0 = time.perf_counter()
+            batch = self.batch()
+            t1 = time.perf_counter()
+            with self.no_sync(last=micro == accum - 1):
+                loss, _ = self.loss(batch, micro)
+                (loss / accum).backward()
+            self._sync_device()
+            data_s += t1 - t0
+            compute_s += time.perf_counter() - t1
+            total += loss.detach().float() / accum
+            samples += batch["latents"].shape[0]
+            tiers += batch["tier"]
+        t2 = time.perf_counter()
+        grad_norm = self.clip_gradients()
+        self.optimizer.step()
+        self.scheduler.step()
+        if self.ema is not None:
+            self.ema.update()
+        self._sync_device()
+        compute_s += time.perf_counter() - t2
+        loss_value = float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
+        return StepStats(loss_value, grad_norm, self.scheduler.get_last_lr()[0], samples * self.dist.world_size,
+                         data_s - self._encode_s, self._encode_s, compute_s, tiers)
+
+    def sample(self, batch: dict, steps: int, num_latent_frames: int) -> torch.Tensor:
+        """Latents generated for the validation video (B, C, F, h, w)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------------------
+    # Step helpers
+    # ------------------------------------------------------------------------------------------
+
+    def autocast(self):
+        if self.bf16:
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return nullcontext()
+
+    @contextmanager
+    def no_sync(self, last: bool):
+        """Skip the gradient all-reduce on all but the last micro-batch of an accumulation."""
+        module = self.wrapped
+        if last or not self.dist.enabled:
+            yield
+        elif isinstance(module, nn.parallel.DistributedDataParallel):
+            with module.no_sync():
+                yield
+        elif hasattr(module, "set_requires_gradient_sync"):  # FSDP2
+            module.set_requires_gradient_sync(False)
+            try:
+                yield
+            finally:
+                module.set_requires_gradient_sync(True)
+        else:
+            yield
+
+    def clip_gradients(self) -> float:
+        params = [p for p in self.model.dit.parameters() if p.grad is not None]
+        max_norm = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        return float(norm)
+
+    def noise_generator(self, step: int, micro: int, index: int) -> torch.Generator:
+        """Generator of one sample's draws; `index` is the sample's place in the global micro-batch."""
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(sample_seed(self.config.seed, step, micro, index))
+        return gen
+
+    def global_index(self, i: int, batch_size: int) -> int:
+        return self.dist.rank * batch_size + i
+
+    def _sync_device(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def log(self, message: str) -> None:
+        if self.dist.is_main:
+            from rich.console import Console
+
+            Console(stderr=True).print(message, highlight=False, soft_wrap=True)
+
+    # ------------------------------------------------------------------------------------------
+    # The loop
+    # ------------------------------------------------------------------------------------------
+
+    def fit(self) -> dict:
+        """Train to `max_steps`; checkpoint every N steps and at exit.
+
+        Ctrl-C (SIGINT) or SIGTERM (cluster pre-emption) finishes the running step, writes a checkpoint
+        and raises KeyboardInterrupt; a second Ctrl-C stops at once without saving.
+        """
+        c = self.config
+        self.log(f"[bold]{self.stage}[/] preset={c.preset} source={self.source} parallel={self.parallel} "
+                 f"world={self.dist.world_size} device={self.device} bf16={self.bf16}\n{format_config(c)}")
+        self._stop = False
+        previous = self._install_signal_handlers()
+        last_saved = self.step_count
+        try:
+            with self._progress() as progress:
+                while self.step_count < c.max_steps and not self._stop:
+                    stats = self._run_step()
+                    self.step_count += 1
+                    self.samples_seen += stats.samples
+                    extra = self.validate() if self._validation_due() else {}
+                    self._record(stats, progress, extra)
+                    if self.step_count % c.checkpoint.every == 0:
+                        self.save()
+                        last_saved = self.step_count
+        finally:
+            self._restore_signal_handlers(previous)
+            self.metrics.close()
+        if self.step_count != last_saved or ckpt.latest_checkpoint(self.run_dir) is None:
+            self.save()
+        if self._stop:
+            self.log(f"stopped at step {self.step_count}; checkpoint written: continue with --resume")
+            raise KeyboardInterrupt
+        return {"step": self.step_count, "run_dir": str(self.run_dir)}
+
+    def request_stop(self, signum=None, frame=None) -> None:
+        """Finish the current step, save and stop; a second request interrupts at once."""
+        if self._stop and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self._stop = True
+
+    def _install_signal_handlers(self) -> dict:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _run_step(self) -> StepStats:
+        try:
+            return self.step()
+        except torch.OutOfMemoryError as err:
+            raise TrainError(f"{OOM_HINT} ({str(err).splitlines()[0]})") from err
+
+    def _validation_due(self) -> bool:
+        v = self.config.validation
+        if v.every == 0 or "val" not in self.datasets or self.datasets["val"] is None:
+            return False
+        return self.step_count % v.every == 0 or self.step_count == self.config.max_steps
+
+    def _record(self, stats: StepStats, progress, extra: dict) -> None:
+        seconds = stats.data_s + stats.encode_s + stats.compute_s
+        counts = {t: stats.tiers.count(t) for t in sorted(set(stats.tiers))}
+        record = {"step": self.step_count, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
+                  "samples": self.samples_seen, "samples_per_s": stats.samples / max(seconds, 1e-9),
+                  "it_per_s": 1.0 / max(seconds, 1e-9), "data_s": stats.data_s, "encode_s": stats.encode_s,
+                  "compute_s": stats.compute_s,
+                  "tiers": counts, **extra}
+        self.metrics.write(record)
+        if progress is not None and self.step_count % self.config.log_every == 0:
+            progress.update(self._task, completed=self.step_count,
+                            stats=f"loss {stats.loss:.4f}  {record['it_per_s']:.2f} it/s  "
+                                  f"{record['samples_per_s']:.2f} samples/s")
+
+    @contextmanager
+    def _progress(self):
+        if not (self.show_progress and self.dist.is_main):
+            yield None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(TextColumn(f"{self.stage}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      TextColumn("{task.fields[stats]}"), transient=False) as progress:
+            self._task = progress.add_task("train", total=self.config.max_steps, completed=self.step_count,
+                                           stats="")
+            yield progress
+
+    # ------------------------------------------------------------------------------------------
+    # Validation
+    # ------------------------------------------------------------------------------------------
+
+    def validate(self) -> dict:
+        from wantofight.train.validation import run_validation
+
+        self.wrapped.eval()
+        try:
+            result = run_validation(self)
+        finally:
+            self.wrapped.train()
+        return result
+
+    # ------------------------------------------------------------------------------------------
+    # Checkpoints
+    # ------------------------------------------------------------------------------------------
+
+    def checkpoint_config(self) -> dict:
+        return {"stage": self.stage, "preset": self.config.preset, "train": self.config.to_dict(),
+                "model": self.model_config.to_dict(), "world_size": self.dist.world_size,
+                "step": self.step_count, "samples_seen": self.samples_seen,
+                "key_layout_version": KEY_LAYOUT_VERSION, "source": self.source}
+
+    def trainer_state(self) -> dict:
+        # the DataLoader prefetches ahead of training, so the data position is the next step to train
+        data_step = self.step_count * self.config.optim.grad_accum
+        return {"step": self.step_count, "samples_seen": self.samples_seen,
+                "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(step=data_step)}
+
+    def save(self) -> Path | None:
+        """Write a checkpoint of the current step (collective under FSDP: every rank must call it)."""
+        info = self.dist
+        model_state = dist_utils.model_state(self.wrapped)
+        optim_state = dist_utils.optimizer_state(self.wrapped, self.optimizer)
+        ema_state = self.ema.state_dict() if self.ema is not None else None
+        tmp = ckpt.staging_dir(self.run_dir, self.step_count)
+        if info.is_main:
+            ckpt.begin(self.run_dir, self.step_count)
+        dist_utils.barrier(info)
+        ckpt.write_rank_state(tmp, info.rank)
+        final = None
+        if info.is_main:
+            ref = None if self.model_config.clip_pretrained else \
+                {k: v.detach().cpu() for k, v in self.model.reference_encoder.state_dict().items()}
+            ckpt.write_main(tmp, config=self.checkpoint_config(), model=model_state, optimizer=optim_state,
+                            trainer=self.trainer_state(), ema=ema_state, reference_encoder=ref)
+        dist_utils.barrier(info)
+        if info.is_main:
+            final = ckpt.commit(self.run_dir, tmp, self.step_count, self.config.checkpoint.keep_last)
+        dist_utils.barrier(info)
+        return final
+
+    def check_checkpoint(self, path: Path) -> None:
+        saved = ckpt.read_config(path)
+        if saved.get("stage") != self.stage and not self.accepts_checkpoint_of(saved.get("stage")):
+            raise TrainError(f"{path} is a {saved.get('stage')} checkpoint; this is {self.stage}")
+        if saved.get("preset") != self.config.preset:
+            raise TrainError(f"{path} was trained with preset {saved.get('preset')!r}, "
+                             f"not {self.config.preset!r}: pass --preset {saved.get('preset')}")
+        mine = json.loads(json.dumps(self.model_config.to_dict()))  # tuples -> lists, as saved
+        changed = sorted(k for k in mine if k != "gradient_checkpointing" and saved["model"].get(k) != mine[k])
+        if changed:
+            was = ", ".join(f"{k}={saved['model'].get(k)!r}" for k in changed[:3])
+            raise TrainError(f"{path} holds a model with different {', '.join(changed)} ({was})")
+
+    def accepts_checkpoint_of(self, stage: str | None) -> bool:
+        """Stages that may start from another stage's checkpoint (e.g. stage 2 from stage 1) override this."""
+        return False
+
+    def load(self, path: Path) -> None:
+        """Restore weights, optimiser, LR schedule, EMA, step, RNG; the data position follows the step."""
+        self.check_checkpoint(path)
+        weights = ckpt.read_tensors(path, "model.safetensors")
+        dist_utils.load_model_state(self.wrapped, weights)
+        ref = ckpt.read_tensors(path, "reference_encoder.safetensors")
+        if ref is not None:
+            self.model.reference_encoder.load_state_dict(ref)
+        dist_utils.load_optimizer_state(self.wrapped, self.optimizer, ckpt.read_torch(path, "optimizer.pt"))
+        state = ckpt.read_torch(path, "trainer.pt")
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step_count = state["step"]
+        self.samples_seen = state["samples_seen"]
+        if self.ema is not None:
+            ema = ckpt.read_tensors(path, "ema.safetensors")
+            if ema is None:
+                raise TrainError(f"{path} has no ema.safetensors but ema_decay={self.config.ema_decay}")
+            self.ema.load_state_dict(ema)
+        rng = ckpt.read_rng(path, self.dist.rank)
+        if rng is None:
+            saved_world = ckpt.read_config(path).get("world_size")
+            self.log(f"note: {path} has no RNG state for rank {self.dist.rank} (saved with world size "
+                     f"{saved_world}); training noise is seeded per sample, so only global RNG differs")
+        else:
+            ckpt.set_rng_state(rng)
+        self.log(f"resumed from {path} at step {self.step_count}")
+
+
+def summary_json(obj: dict) -> str:
+    return json.dumps(obj, indent=2, default=str)

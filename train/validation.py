@@ -1,0 +1,132 @@
+"""Validation: loss per tier on fixed val windows and noise, and a generated clip with the key HUD.
+
+The video (RUN_DIR/val/step_XXXXXXXX.mp4) shows the real clip on the left and the generated one on
+the right, both from the same first frame and under the same keys, with each player's keys drawn
+under the picture, so a person can see whether the keys drive the right fighter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+VAL_STEP = -2
+"""Step number fed to the per-sample noise seeds of validation (never a training step)."""
+
+
+def collate(items: list[dict]) -> dict:
+    """Stack the tensors the trainer reads; keep tier / clip id as lists."""
+    out: dict = {"tier": [it["tier"] for it in items], "clip_id": [it["clip_id"] for it in items]}
+    for key in ("latents", "frames", "keys", "ref_tokens", "ref_images"):
+        if key in items[0]:
+            out[key] = torch.stack([torch.as_tensor(it[key]) for it in items])
+    return out
+
+
+def val_indices(item_tiers: list[str], per_tier: int) -> list[int]:
+    """The first `per_tier` clips of every tier: the same windows at every validation."""
+    chosen: dict[str, list[int]] = {}
+    for i, tier in enumerate(item_tiers):
+        if len(chosen.setdefault(tier, [])) < per_tier:
+            chosen[tier].append(i)
+    return [i for tier in sorted(chosen) for i in chosen[tier]]
+
+
+@torch.no_grad()
+def tier_losses(trainer, dataset) -> dict[str, float]:
+    v, bs = trainer.config.validation, trainer.config.data.batch_size
+    tiers = sorted(set(dataset.item_tiers))
+    per_tier = max(1, (v.batches * bs) // max(1, len(tiers)))
+    indices = val_indices(list(dataset.item_tiers), per_tier)
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for b, start in enumerate(range(0, len(indices), bs)):
+        batch = trainer.to_model_space(collate([dataset[(i, 0)] for i in indices[start:start + bs]]))
+        _, per_sample = trainer.loss(batch, micro=b, step=VAL_STEP)
+        for tier, value in zip(batch["tier"], per_sample.tolist()):
+            sums[tier] = sums.get(tier, 0.0) + value
+            counts[tier] = counts.get(tier, 0) + 1
+    out = {f"val_loss/{t}": sums[t] / counts[t] for t in sorted(sums)}
+    out["val_loss"] = sum(sums.values()) / max(1, sum(counts.values()))
+    return out
+
+
+@torch.no_grad()
+def validation_video(trainer, dataset, path: Path) -> Path:
+    v, m = trainer.config.validation, trainer.model_config
+    frames = min(v.video_frames, trainer.config.data.frames)
+    F = 1 + (frames - 1) // m.vae_time_factor
+    batch = trainer.to_model_space(collate([dataset[(0, 0)]]))
+    generated = trainer.sample(batch, v.sample_steps, F)  # (1, C, F, h, w)
+    vae = trainer.get_vae()
+    with trainer.autocast():
+        pixels = vae.decode(torch.cat([batch["latents"][:, :, :F], generated]).float()).float()  # (2, 3, T, H, W)
+    real, fake = (to_uint8(p) for p in pixels[:, :, :frames])
+    keys = batch["keys"][0, :frames].cpu().numpy() > 0.5  # (T, P, 16)
+    video = np.concatenate([hud(real, keys), hud(fake, keys)], axis=2)  # side by side
+    if trainer.dist.is_main:
+        write_mp4(video, path, v.fps)
+    return path
+
+
+def to_uint8(frames: torch.Tensor) -> np.ndarray:
+    """(3, T, H, W) in [-1, 1] -> (T, H, W, 3) uint8."""
+    return ((frames.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 3, 0).cpu().numpy()
+
+
+def hud(frames: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Keys drawn under the frames: the curator tools' renderer (`wtf inspect`) when installed."""
+    try:
+        from wantofight.annotate.hud import render_hud
+    except ImportError:
+        return _simple_hud(frames, keys)
+    masks = (keys.astype(np.int64) << np.arange(keys.shape[2])).sum(axis=2).astype(np.uint16)  # (T, P) bit i = slot i
+    return render_hud(frames, masks[:, 0], masks[:, 1], scale=2)
+
+
+def _simple_hud(frames: np.ndarray, keys: np.ndarray, cell: int = 4) -> np.ndarray:
+    """Fallback: two rows of 16 cells (P1 red, P2 blue) under each frame, lit while held; 2x scale."""
+    T, H, W, _ = frames.shape
+    frames = frames.repeat(2, axis=1).repeat(2, axis=2)
+    strip = np.zeros((T, 2 * cell + 3, 2 * W, 3), np.uint8)
+    colours = (np.array([230, 60, 60], np.uint8), np.array([60, 120, 230], np.uint8))
+    for p in range(min(2, keys.shape[1])):
+        for s in range(keys.shape[2]):
+            y, x = 1 + p * (cell + 1), 1 + s * (cell + 1)
+            strip[:, y:y + cell, x:x + cell] = 50
+            strip[keys[:, p, s], y:y + cell, x:x + cell] = colours[p]
+    return np.concatenate([frames, strip], axis=1)
+
+
+def write_mp4(video: np.ndarray, path: Path, fps: int) -> None:
+    """(T, H, W, 3) uint8 -> lossless H.264 RGB MP4 (pixel art keeps its edges), written atomically."""
+    import av
+
+    T, H, W, _ = video.shape
+    if H % 2 or W % 2:
+        video = np.pad(video, ((0, 0), (0, H % 2), (0, W % 2), (0, 0)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with av.open(str(tmp), mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264rgb", rate=fps)
+        stream.width, stream.height = video.shape[2], video.shape[1]
+        stream.pix_fmt = "rgb24"
+        stream.options = {"crf": "0", "preset": "ultrafast"}
+        for frame in video:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    tmp.replace(path)
+
+
+def run_validation(trainer) -> dict:
+    dataset = trainer.datasets.get("val")
+    result = tier_losses(trainer, dataset)
+    if trainer.config.validation.video:
+        path = trainer.run_dir / "val" / f"step_{trainer.step_count:08d}.mp4"
+        validation_video(trainer, dataset, path)
+        result["val_video"] = str(path)
+    return result
