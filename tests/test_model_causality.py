@@ -147,3 +147,14 @@ def test_noisy_prompt_is_consistent_between_cache_and_recompute():
     for a, b in zip(noisy, run(False)):
         assert (a - b).abs().max() <= 1e-5
     assert not torch.allclose(noisy[0], clean[0])
+
+
+def test_flex_mask_backend_matches_dense_in_the_model():
+    import warnings
+
+    x, k = latents(7), keys(25)
+    dense = _forward(tiny_model(), x, k)
+    with warnings.catch_warnings(), torch.no_grad():  # CPU flex attention: forward only, unfused
+        warnings.simplefilter("ignore")
+        flex = _forward(tiny_model(mask_backend="flex"), x, k)
+    torch.testing.assert_close(flex, dense, atol=1e-5, rtol=1e-5)

@@ -62,3 +62,18 @@ def test_keyboard_window_mask_matches_dense(window, offsets):
             expected[i, j] = f - window < k <= f  # own step and the (window - 1) before it
     got = dense_mask(keyboard_window_mask(n, window, q_off, kv_off), frames * n, kb_frames)
     assert torch.equal(got, expected)
+
+
+def test_flex_block_mask_gives_the_same_attention_as_the_dense_mask():
+    import warnings
+
+    from wantofight_model.attention import attention, flex_block_mask
+
+    n, frames = 16, 7
+    mod = block_causal_mask(n, 2, 2)
+    q, k, v = (torch.randn(1, frames * n, 2, 16, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    dense = attention(q, k, v, dense_mask(mod, frames * n, frames * n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager flex on CPU warns that it is unfused
+        flex = attention(q, k, v, flex_block_mask(mod, frames * n, frames * n, "cpu"))
+    torch.testing.assert_close(flex, dense, atol=1e-5, rtol=1e-5)

@@ -73,17 +73,44 @@ def dense_mask(mod: MaskMod, num_q: int, num_kv: int, device: torch.device | str
     return mod(q_idx, kv_idx).expand(num_q, num_kv)
 
 
+def flex_block_mask(mod: MaskMod, num_q: int, num_kv: int, device: torch.device | str | None = None):
+    """The same mask as a flex-attention `BlockMask`: sparse by 128-token blocks, so a 161-frame
+    block-causal training sample (31 k tokens at 512x384) needs no dense (L, L) matrix."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(lambda b, h, q_idx, kv_idx: mod(q_idx, kv_idx), None, None, num_q, num_kv,
+                             device=device)
+
+
 # ---------------------------------------------------------------------------------------------
 # Attention
 # ---------------------------------------------------------------------------------------------
 
-def attention(q_BLHD: torch.Tensor, k_BLHD: torch.Tensor, v_BLHD: torch.Tensor,
-              mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Scaled dot-product attention on (B, L, H, D) tensors; mask (Lq, Lk) bool, True = attend.
+_compiled_flex_attention = None
 
-    Returns (B, Lq, H D). Rows with no allowed key (cannot happen with the masks above, every
-    query sees at least its own frame) would be NaN.
+
+def _flex_attention(q, k, v, block_mask):
+    """flex_attention, compiled on GPU (its fused kernel); eager elsewhere (CPU: forward only)."""
+    global _compiled_flex_attention
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if not q.is_cuda:
+        return flex_attention(q, k, v, block_mask=block_mask)
+    if _compiled_flex_attention is None:
+        _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
+    return _compiled_flex_attention(q, k, v, block_mask=block_mask)
+
+
+def attention(q_BLHD: torch.Tensor, k_BLHD: torch.Tensor, v_BLHD: torch.Tensor, mask=None) -> torch.Tensor:
+    """Scaled dot-product attention on (B, L, H, D) tensors.
+
+    mask: None, an (Lq, Lk) bool tensor (True = attend) for SDPA, or a flex-attention `BlockMask`
+    (`flex_block_mask`). Returns (B, Lq, H D). Every query sees at least its own frame under the
+    masks above, so no row is empty.
     """
     q, k, v = (t.transpose(1, 2) for t in (q_BLHD, k_BLHD, v_BLHD))  # (B, H, L, D)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, Lq, D)
+    if mask is None or isinstance(mask, torch.Tensor):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, Lq, D)
+    else:
+        out = _flex_attention(q, k, v, mask)  # (B, H, Lq, D)
     return out.transpose(1, 2).flatten(2)  # (B, Lq, H D)

@@ -20,6 +20,7 @@ from typing import Literal
 AttentionMode = Literal["bidirectional", "block_causal"]
 ATTENTION_MODES = ("bidirectional", "block_causal")
 SAMPLERS = ("euler", "x0_renoise")
+MASK_BACKENDS = ("dense", "flex")
 
 
 def _check(condition: bool, message: str) -> None:
@@ -133,6 +134,9 @@ class ModelConfig:
     """Denoising step whose keys/values enter the rolling cache; -2 = penultimate (SPEC §2)."""
     gradient_checkpointing: bool = False
     """Recompute block activations in backward (training only)."""
+    mask_backend: str = "dense"
+    """Full-sequence block-causal masks as a dense bool matrix for SDPA ("dense": CPU, tests, short
+    clips) or a flex-attention BlockMask ("flex": GPU training on long clips; no backward on CPU)."""
 
     vae: VAEConfig = field(default_factory=VAEConfig)
     """The Wan-VAE configuration."""
@@ -162,6 +166,8 @@ class ModelConfig:
                f"keyboard_dim={self.keyboard_dim} must be divisible by association_heads={self.association_heads}")
         _check(self.keyboard_every <= self.num_blocks,
                f"keyboard_every={self.keyboard_every} exceeds num_blocks={self.num_blocks}: no injection point")
+        _check(self.mask_backend in MASK_BACKENDS,
+               f"mask_backend={self.mask_backend!r}; valid: {', '.join(MASK_BACKENDS)}")
         _check(self.timestep_shift > 0, f"timestep_shift must be > 0, got {self.timestep_shift}")
         _check(self.vae.z_dim == self.latent_channels,
                f"vae.z_dim={self.vae.z_dim} must equal latent_channels={self.latent_channels}")

@@ -28,6 +28,7 @@ from wantofight_model.attention import (
     block_causal_mask,
     chunk_of_frame,
     dense_mask,
+    flex_block_mask,
     keyboard_window_mask,
 )
 from wantofight_model.config import ATTENTION_MODES, ModelConfig
@@ -254,7 +255,7 @@ class WanToFightDiT(nn.Module):
         return self._unpatchify(out, F, grid_h, grid_w)
 
     def _self_attention_mask(self, attention: str, F: int, N: int, frame_offset: int,
-                             cache: RollingKVCache | None, device: torch.device) -> torch.Tensor | None:
+                             cache: RollingKVCache | None, device: torch.device):
         c = self.config
         if attention == "bidirectional":
             return None
@@ -265,6 +266,8 @@ class WanToFightDiT(nn.Module):
         kv_offset = cache.context_frame_offset if cache is not None else frame_offset
         kv_tokens = (cache.context_tokens if cache is not None else 0) + F * N
         mod = block_causal_mask(N, c.chunk_latent_frames, c.context_chunks, frame_offset, kv_offset)
+        if c.mask_backend == "flex":
+            return flex_block_mask(mod, F * N, kv_tokens, device)
         return dense_mask(mod, F * N, kv_tokens, device)
 
     def _unpatchify(self, x: torch.Tensor, F: int, grid_h: int, grid_w: int) -> torch.Tensor:
