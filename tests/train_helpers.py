@@ -67,3 +67,52 @@ def losses(run_dir) -> dict[int, float]:
     from wantofight.train.metrics import read_metrics
 
     return {r["step"]: r["loss"] for r in read_metrics(run_dir) if "loss" in r}
+
+
+# ---------------------------------------------------------------------------------------------
+# DDP: one process per rank (torch.multiprocessing.spawn), gloo on CPU
+# ---------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gradients_after_one_micro_batch(out_dir, global_batch: int, rank: int = 0, world: int = 1) -> dict:
+    """Build the stage-1 trainer (DDP when world > 1), run one micro-batch of the real training path
+    (sampler -> batch() -> loss() -> backward, DDP averaging the gradients) and one optimiser step;
+    return the loss, the gradients and the updated weights."""
+    from pathlib import Path
+
+    from wantofight.train.stage1 import Stage1Trainer
+
+    torch.set_num_threads(1)
+    config = tiny_config(f"data.batch_size={global_batch // world}", "ema_decay=0.0", "max_steps=2")
+    trainer = Stage1Trainer(config, None, Path(out_dir) / f"rank{rank}", datasets=synthetic_datasets(), progress=False)
+    trainer.wrapped.train()
+    batch = trainer.batch()
+    loss, _ = trainer.loss(batch, micro=0)
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in trainer.model.dit.named_parameters() if p.grad is not None}
+    loss_mean = float(__import__("wantofight.train.distributed", fromlist=["mean"]).mean(loss.detach(), trainer.dist))
+    stats = trainer.step()  # a full optimiser step on the next batch, through the same skeleton
+    weights = {n: p.detach().clone() for n, p in trainer.model.dit.named_parameters()}
+    return {"loss": loss_mean, "grads": grads, "step_loss": stats.loss, "weights": weights,
+            "clip_ids": batch["clip_id"]}
+
+
+def ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    import os
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)})
+    from wantofight.train.distributed import teardown
+
+    try:
+        result = gradients_after_one_micro_batch(out_dir, global_batch=4, rank=rank, world=world)
+        torch.save(result, f"{out_dir}/ddp_rank{rank}.pt")
+    finally:
+        teardown()
