@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wantofight.collect.episode_files import VIDEO_CODEC, VIDEO_OPTIONS
+from wantofight.collect.episode_files import VideoWriter, read_video
 
 
 def iter_frames(path: Path) -> Iterator[np.ndarray]:
@@ -26,35 +26,18 @@ def iter_frames(path: Path) -> Iterator[np.ndarray]:
             yield frame.to_ndarray(format="rgb24")
 
 
-class ClipEncoder:
-    """Encodes frames into an MP4 held in memory."""
+class ClipEncoder(VideoWriter):
+    """Encodes frames into an MP4 held in memory (the recorder's lossless, bit-exact writer)."""
 
     def __init__(self, fps: int, width: int, height: int):
-        import av
-
         self.buffer = io.BytesIO()
-        self.container = av.open(self.buffer, "w", format="mp4")
-        self.stream = self.container.add_stream(VIDEO_CODEC, rate=fps)
-        self.stream.width, self.stream.height = width, height
-        self.stream.pix_fmt = "rgb24"
-        self.stream.options = dict(VIDEO_OPTIONS)
-        self.stream.codec_context.thread_count = 1
-        self._frame_type = av.VideoFrame
-
-    def write(self, rgb: np.ndarray) -> None:
-        for packet in self.stream.encode(self._frame_type.from_ndarray(rgb, format="rgb24")):
-            self.container.mux(packet)
+        super().__init__(self.buffer, fps, width, height)
 
     def finish(self) -> bytes:
-        for packet in self.stream.encode():
-            self.container.mux(packet)
-        self.container.close()
+        self.close()
         return self.buffer.getvalue()
 
 
 def decode_mp4(data: bytes) -> np.ndarray:
     """All frames of in-memory MP4 bytes: (T, H, W, 3) uint8."""
-    import decord
-
-    reader = decord.VideoReader(io.BytesIO(data), ctx=decord.cpu(0))
-    return reader.get_batch(list(range(len(reader)))).asnumpy()
+    return read_video(data)

@@ -7,10 +7,12 @@ complete, so readers never see half an episode. `docs/recording-format.md` is th
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -24,13 +26,17 @@ VIDEO_OPTIONS = {"crf": "0", "preset": "ultrafast"}
 
 
 class VideoWriter:
-    """Streams RGB frames into a lossless H.264 MP4 (one encoder thread: workers scale by process)."""
+    """Streams RGB frames into a lossless H.264 MP4 (one encoder thread: workers scale by process).
 
-    def __init__(self, path: Path, fps: int, width: int, height: int):
+    `target` is a path or a binary file object (e.g. `io.BytesIO` for clips held in memory).
+    """
+
+    def __init__(self, target: Path | BinaryIO, fps: int, width: int, height: int):
         import av
 
         # bitexact: no creation time or encoder version in the file, so equal frames give equal bytes.
-        self.container = av.open(str(path), "w", format="mp4", options={"fflags": "+bitexact"})
+        target = str(target) if isinstance(target, Path) else target
+        self.container = av.open(target, "w", format="mp4", options={"fflags": "+bitexact"})
         self.stream = self.container.add_stream(VIDEO_CODEC, rate=fps)
         self.stream.width, self.stream.height = width, height
         self.stream.pix_fmt = "rgb24"
@@ -51,11 +57,11 @@ class VideoWriter:
         self.container.close()
 
 
-def read_video(path: Path) -> np.ndarray:
-    """All frames of an episode video: (T, H, W, 3) uint8."""
+def read_video(source: Path | bytes) -> np.ndarray:
+    """All frames of an MP4 file or of MP4 bytes: (T, H, W, 3) uint8."""
     import decord
 
-    reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
+    reader = decord.VideoReader(str(source) if isinstance(source, Path) else io.BytesIO(source), ctx=decord.cpu(0))
     return reader.get_batch(list(range(len(reader)))).asnumpy()
 
 
