@@ -59,7 +59,10 @@ class Episode:
             "game": meta.get("game"),
             "rom_sha1": meta.get("rom_sha1"),
             "start_state": meta.get("start_state"),
-            "policies": {p: v.get("spec") for p, v in sorted(meta.get("policies", {}).items())},
+            # The policy's kind, not its spec: `keys:/abs/path` would tie ids to where a key file lay
+            # (the keys themselves are in keys_sha1; a learned policy adds its checkpoint's sha1).
+            "policies": {p: [str(v.get("spec", "")).split(":", 1)[0], v.get("checkpoint_sha1")]
+                         for p, v in sorted(meta.get("policies", {}).items())},
             "seed": meta.get("seed"),
             "episode_id": meta.get("episode_id"),
             "fps": meta.get("fps"),

@@ -217,3 +217,18 @@ def test_split_is_per_run_so_a_one_episode_drill_run_trains(dataset):
     counts = manifest["counts"]["single-action"]
     assert counts["train"] > 0  # the drill run has one episode: it must not vanish into val
     assert manifest["episodes"]["split"]["val"]  # the 3-episode match run still gives val
+
+
+def test_clip_ids_do_not_depend_on_where_a_key_file_lay(tmp_path):
+    from wantofight.annotate.episode import load_episode
+    from wantofight.collect.run import RunSettings, collect
+
+    ids = []
+    for folder in ("a", "b"):
+        keyfile = tmp_path / folder / "walk.keys"
+        keyfile.parent.mkdir()
+        keyfile.write_text("20 RIGHT LEFT\n4 A -\n")
+        out = tmp_path / folder / "run"
+        collect(RunSettings(policy=f"keys:{keyfile}", state="Fight", episodes=1, fps=60), out, progress=False)
+        ids.append(load_episode(out / "episodes" / "ep000000").identity())
+    assert ids[0] == ids[1]
