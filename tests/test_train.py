@@ -182,3 +182,21 @@ def test_two_process_ddp_averages_gradients_like_one_process_on_the_global_batch
         torch.testing.assert_close(ranks[0]["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
     for name, weight in single["weights"].items():
         torch.testing.assert_close(ranks[0]["weights"][name], weight, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_init_from_loads_a_wan_checkpoint_into_the_backbone_and_a_bad_one_fails(tmp_path):
+    from safetensors.torch import save_file
+
+    from wantofight_model.model import WanToFight
+
+    torch.manual_seed(123)
+    donor = WanToFight.from_config(tiny_config().model_config()).dit.backbone_state_dict()
+    save_file({k: v.contiguous() for k, v in donor.items()}, str(tmp_path / "wan.safetensors"))
+    trainer = Stage1Trainer(tiny_config(), None, tmp_path / "run", init_from=tmp_path / "wan.safetensors",
+                            datasets=synthetic_datasets(), progress=False)
+    mine = trainer.model.dit.state_dict()
+    assert all(torch.equal(mine[k], v) for k, v in donor.items())
+    save_file({"blocks.0.self_attn.q.weight": torch.zeros(3, 3)}, str(tmp_path / "bad.safetensors"))
+    with pytest.raises(TrainError, match="--init-from .*bad.safetensors"):
+        Stage1Trainer(tiny_config(), None, tmp_path / "run2", init_from=tmp_path / "bad.safetensors",
+                      datasets=synthetic_datasets(), progress=False)

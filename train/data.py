@@ -57,6 +57,22 @@ def check_manifest(path: Path, config, model_config) -> None:
     if layout is not None and int(layout) != KEY_LAYOUT_VERSION:
         raise DataError(f"{path} uses key layout version {layout}; this trainer reads version {KEY_LAYOUT_VERSION} "
                         "(SPEC §4.1): rebuild the dataset")
+    size = manifest.get("size")
+    if "vae" in manifest and size is not None and tuple(size) != (model_config.height, model_config.width):
+        raise DataError(f"{path} was encoded at {size[0]}x{size[1]} pixels; preset {config.preset} trains at "
+                        f"{model_config.height}x{model_config.width}: re-run `wtf encode --size "
+                        f"{model_config.height}x{model_config.width}` or choose the matching preset")
+    if "vae" in manifest and manifest.get("frames") not in (None, config.data.frames):
+        raise DataError(f"{path} holds {manifest['frames']}-frame windows, data.frames is {config.data.frames}: "
+                        f"pass --set data.frames={manifest['frames']} or re-run `wtf encode --frames "
+                        f"{config.data.frames}`")
+
+
+def vae_spec(path: Path) -> str | None:
+    """The VAE a latent cache was encoded with (`tiny` or a local folder), to decode validation videos
+    with the same one; None for a clip dataset."""
+    vae = _manifest(Path(path)).get("vae")
+    return vae.get("spec") if isinstance(vae, dict) else None
 
 
 def open_datasets(path: Path, config, model_config) -> dict[str, Any]:

@@ -145,7 +145,10 @@ class Trainer:
         if init_from is not None:
             from wantofight_model.weights import load_wan_weights
 
-            report = load_wan_weights(model.dit, init_from, strict=True)
+            try:
+                report = load_wan_weights(model.dit, init_from, strict=True)
+            except (ValueError, FileNotFoundError, OSError) as err:
+                raise TrainError(f"--init-from {init_from}: {err}") from err
             self.log(f"initialised the backbone from {init_from}: {report.describe()}")
         model.reference_encoder.requires_grad_(False)
         return model
@@ -244,9 +247,16 @@ class Trainer:
         if self.vae is None:
             from wantofight_model.vae import WanVAE
 
+            from wantofight.train.data import vae_spec
+
+            spec = vae_spec(self.data_path) if self.data_path is not None and self.source == "latents" else None
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)  # a random-init (tiny) VAE is the same in every run
-                self.vae = WanVAE.from_config(self.model_config.vae, device=self.device).eval().requires_grad_(False)
+                torch.manual_seed(0)  # a random-init (tiny) VAE is the same in every run and as `wtf encode`'s
+                if spec not in (None, "tiny"):  # decode with the VAE the latent cache was encoded with
+                    vae = WanVAE.from_pretrained(spec, device=self.device)
+                else:
+                    vae = WanVAE.from_config(self.model_config.vae, device=self.device)
+            self.vae = vae.eval().requires_grad_(False)
         return self.vae
 
     def to_model_space(self, raw: dict) -> dict:

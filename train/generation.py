@@ -1,0 +1,345 @@
+"""Streaming generation from a checkpoint: the library behind `wtf generate` (and `wtf eval`).
+
+    loaded = load_generator("runs/s3")                       # a run folder, a checkpoint folder, or a
+                                                              # model .safetensors file + preset
+    result = generate_video(loaded, first_frames, read_key_file("fight.keys"), refs, Path("out.mp4"), steps=4)
+
+Time follows SPEC §4.2 and the key-file format of `wtf collect --policy keys:` (collect/keyfile.py):
+row 0 is the first frame (no keys), the key file's line segments fill rows 1..N, and the output has
+exactly 1 + N frames, one per key-file row plus the first frame. Frame t of the output is the frame
+the keys of row t led to. When the first frames are a clip of 1 + 8 m frames, rows 1..8 m are the
+clip's own frames (their keys are the prompt's keys) and generation starts at row 8 m + 1.
+
+Generation runs chunk by chunk (8 frames) over the model's rolling KV cache, and frames are decoded
+and written to the MP4 as each chunk comes out, so memory is constant for any length. The last
+chunk is padded with released keys when N - 8 m is not a multiple of 8; its extra frames are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from wantofight_model.config import ModelConfig
+
+SAMPLER_BY_STAGE = {"stage3": "x0_renoise"}
+"""The sampler each stage's model was trained for; other stages (multi-step teachers) use Euler."""
+
+
+class GenerationError(ValueError):
+    """Inputs that cannot drive the model; the message says which and why."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading a model
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class LoadedGenerator:
+    """A model ready to sample, its VAE, and where it came from."""
+
+    model: "torch.nn.Module"
+    vae: "torch.nn.Module"
+    config: ModelConfig
+    stage: str | None
+    """The trainer stage that wrote the checkpoint (None for a bare safetensors file)."""
+    source: str
+    """Path and weights used, for reports."""
+    decoder: str = "full"
+    """`full`, or the folder of the pruned decoder swapped in."""
+
+    @property
+    def default_sampler(self) -> str:
+        return SAMPLER_BY_STAGE.get(self.stage or "", "euler")
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A run folder (its latest checkpoint), a checkpoint folder, or a file, checked to exist."""
+    from wantofight.train import checkpoint as ckpt
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.is_dir() and not (path / "config.json").exists():
+        found = ckpt.latest_checkpoint(path)
+        if found is None:
+            raise FileNotFoundError(f"{path} is neither a checkpoint folder (no config.json) nor a run folder "
+                                    f"with complete checkpoints under {path / ckpt.CHECKPOINT_DIR}")
+        return found
+    return path
+
+
+def build_vae(config: ModelConfig, device: torch.device | str = "cpu"):
+    """The VAE exactly as the trainer builds it: a local Wan2.1 VAE, or the random-init one of the preset
+    seeded with 0 (so a tiny run's validation videos and `wtf generate` decode with the same weights)."""
+    from wantofight_model.vae import WanVAE
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return WanVAE.from_config(config.vae, device=device).eval().requires_grad_(False)
+
+
+def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:
+    """(ModelConfig, stage) from a trainer checkpoint folder."""
+    from wantofight.train import checkpoint as ckpt
+    from wantofight.train.config import TrainConfig
+
+    saved = ckpt.read_config(path)
+    train = dict(saved["train"])
+    train["stage"] = "stage1"  # the stage registry may not list later stages; the model is what matters here
+    return TrainConfig.from_dict(train).model_config(), saved.get("stage", "stage1")
+
+
+def load_generator(checkpoint: str | Path, preset: str | None = None, weights: str = "ema",
+                   device: torch.device | str = "cpu", decoder: str | Path | None = None) -> LoadedGenerator:
+    """Build the model of a trainer checkpoint (or a `save_model` safetensors file of `preset`) for sampling.
+
+    `weights`: `ema` (the EMA shadows when the checkpoint has them, else the raw weights) or `model`.
+    `decoder`: a folder written by `wtf train decoder` whose pruned decoder replaces the full one.
+    """
+    from wantofight.train import checkpoint as ckpt
+    from wantofight_model.model import WanToFight
+    from wantofight_model.presets import get_preset
+    from wantofight_model.weights import load_model, read_config
+
+    if weights not in ("ema", "model"):
+        raise GenerationError(f"weights={weights!r}; valid: ema, model")
+    path = resolve_checkpoint(checkpoint)
+    if path.is_dir():
+        config, stage = read_checkpoint_model_config(path)
+        if preset is not None and preset != json.loads((path / "config.json").read_text()).get("preset"):
+            raise GenerationError(f"{path} holds a {json.loads((path / 'config.json').read_text()).get('preset')} "
+                                  f"model, not {preset}")
+        model = WanToFight.from_config(config, device=device)
+        state = ckpt.read_tensors(path, "model.safetensors")
+        used = "model"
+        if weights == "ema":
+            ema = ckpt.read_tensors(path, "ema.safetensors")
+            if ema is not None:
+                state = {**state, **ema}  # EMA covers the trainable tensors; buffers come from the model file
+                used = "ema"
+        model.dit.load_state_dict(state)
+        ref = ckpt.read_tensors(path, "reference_encoder.safetensors")
+        if ref is not None:
+            model.reference_encoder.load_state_dict(ref)
+        source = f"{path} ({used} weights)"
+    else:
+        if path.suffix != ".safetensors":
+            raise GenerationError(f"{path}: expected a trainer checkpoint folder or a model .safetensors file")
+        try:
+            config = read_config(path)
+        except ValueError:
+            if preset is None:
+                raise GenerationError(f"{path} carries no model config: pass --preset") from None
+            config = get_preset(preset)
+        stage = None
+        model = WanToFight.from_config(config, device=device)
+        load_model(model, path)
+        source = str(path)
+    model.eval().requires_grad_(False)
+    vae = build_vae(config, device)
+    loaded = LoadedGenerator(model, vae, config, stage, source)
+    if decoder is not None:
+        from wantofight.train.pruned_decoder import load_pruned_decoder
+
+        vae.autoencoder.decoder = load_pruned_decoder(decoder, vae, device)
+        loaded.decoder = str(decoder)
+    return loaded
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs: first frames, reference images, keys
+# ---------------------------------------------------------------------------------------------
+
+def read_frames(path: str | Path) -> np.ndarray:
+    """An image (PNG/JPEG...) or a video (MP4...) -> (T, h, w, 3) uint8."""
+    import av
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        with av.open(str(path)) as container:
+            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    except (av.error.FFmpegError, ValueError) as err:
+        raise GenerationError(f"{path}: cannot read frames ({err})") from None
+    if not frames:
+        raise GenerationError(f"{path}: no frames")
+    return np.stack(frames)
+
+
+def prompt_frames(frames: np.ndarray, config: ModelConfig) -> torch.Tensor:
+    """(T, h, w, 3) uint8 -> the longest prompt 1 + 8 m frames long, (1, 3, 1 + 8 m, H, W) in [-1, 1]."""
+    from wantofight.datasets.frames import resize_to_model
+
+    L = config.chunk_frames
+    keep = 1 + L * ((len(frames) - 1) // L)
+    x = resize_to_model(frames[:keep], (config.height, config.width))  # (T, 3, H, W)
+    return x.permute(1, 0, 2, 3)[None]
+
+
+def reference_images(paths: list[str | Path], config: ModelConfig) -> torch.Tensor:
+    """One image per player -> (1, P, 3, s, s) in [-1, 1] at the CLIP input size."""
+    from wantofight.datasets.frames import square_resize
+
+    if len(paths) != config.num_players:
+        raise GenerationError(f"{len(paths)} reference image(s) given; the model binds {config.num_players} players "
+                              "(--refs P1.png,P2.png)")
+    return torch.stack([square_resize(read_frames(p)[0], config.clip_image_size) for p in paths])[None]
+
+
+def key_rows(p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+    """Masks of rows 1..N per player -> masks of rows 0..N, (1 + N, 2) uint16 (row 0 holds no keys)."""
+    masks = np.zeros((1 + len(p1), 2), np.uint16)
+    masks[1:, 0], masks[1:, 1] = p1, p2
+    return masks
+
+
+def keys_tensor(masks: np.ndarray) -> torch.Tensor:
+    """(T, 2) uint16 masks -> (1, T, 2, 16) float keys (bit i = slot i)."""
+    from wantofight.collect.keys import masks_to_array
+
+    return torch.from_numpy(masks_to_array(masks))[None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class GenerationResult:
+    frames: int
+    """Frames in the output (1 + N)."""
+    chunks: int
+    """Chunks generated."""
+    chunk_seconds: list[float] = field(default_factory=list)
+    """Wall time of each chunk (denoise + decode)."""
+    path: Path | None = None
+
+
+def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarray, refs: torch.Tensor,
+                  steps: int = 4, sampler: str | None = None, seed: int = 0,
+                  prompt_sigma: float = 0.0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (frames (t, H, W, 3) uint8, their key masks (t, 2)) for the prompt, then for each chunk.
+
+    prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; masks (1 + N, 2) rows 0..N; refs (1, P, 3, s, s).
+    """
+    from wantofight.train.validation import to_uint8
+    from wantofight_model.generate import StreamingGenerator
+
+    config = loaded.config
+    L = config.chunk_frames
+    T0 = prompt.shape[2]
+    total = len(masks)
+    if total <= T0:
+        raise GenerationError(f"the key file covers rows 1..{total - 1} but the first frames already cover rows "
+                              f"0..{T0 - 1}: nothing to generate (give more key-file rows)")
+    device = next(loaded.model.parameters()).device
+    keys = keys_tensor(masks).to(device)
+    n_chunks = -(-(total - T0) // L)
+    padded = torch.zeros(1, T0 + n_chunks * L, *keys.shape[2:], device=device)
+    padded[:, :total] = keys  # released keys pad the last chunk
+
+    def key_stream():
+        for c in range(n_chunks):
+            yield padded[:, T0 + c * L:T0 + (c + 1) * L]
+
+    generator = StreamingGenerator(loaded.model, loaded.vae, sampler=sampler or loaded.default_sampler)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        latent_prompt = loaded.vae.encode(prompt.to(device))
+        decoder = loaded.vae.streaming_decoder()
+        yield to_uint8(decoder.decode(latent_prompt)[0]), masks[:T0]
+        chunks = generator.generate_latents(latent_prompt, key_stream(), refs.to(device), steps,
+                                            prompt_keys=padded[:, :T0], generator=gen, prompt_sigma=prompt_sigma)
+        row = T0
+        for latents in chunks:
+            frames = to_uint8(decoder.decode(latents)[0])[:total - row]
+            yield frames, masks[row:row + len(frames)]
+            row += len(frames)
+
+
+class Mp4Writer:
+    """Append frames to a lossless RGB H.264 MP4 (as the validation videos), renamed into place on close."""
+
+    def __init__(self, path: Path, fps: int = 30):
+        import av
+
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp")
+        self.container = av.open(str(self.tmp), mode="w", format="mp4")
+        self.fps = fps
+        self.stream = None
+
+    def write(self, frames: np.ndarray) -> None:
+        import av
+
+        H, W = frames.shape[1:3]
+        if H % 2 or W % 2:
+            frames = np.pad(frames, ((0, 0), (0, H % 2), (0, W % 2), (0, 0)))
+        if self.stream is None:
+            self.stream = self.container.add_stream("libx264rgb", rate=self.fps)
+            self.stream.width, self.stream.height = frames.shape[2], frames.shape[1]
+            self.stream.pix_fmt = "rgb24"
+            self.stream.options = {"crf": "0", "preset": "ultrafast"}
+        for frame in frames:
+            for packet in self.stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")):
+                self.container.mux(packet)
+
+    def close(self) -> None:
+        if self.stream is not None:
+            for packet in self.stream.encode():
+                self.container.mux(packet)
+        self.container.close()
+        self.tmp.replace(self.path)
+
+
+def draw_hud(frames: np.ndarray, masks: np.ndarray, start_row: int) -> np.ndarray:
+    """The key HUD of `wtf inspect` under each frame (annotate/hud.py), rows numbered from `start_row`."""
+    from wantofight.annotate.hud import render_hud
+
+    return render_hud(frames, masks[:, 0], masks[:, 1], start_index=start_row, scale=2)
+
+
+def generate_video(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarray, refs: torch.Tensor,
+                   out: Path, steps: int = 4, hud: bool = False, fps: int = 30, sampler: str | None = None,
+                   seed: int = 0, prompt_sigma: float = 0.0) -> GenerationResult:
+    """Generate rows 0..N (masks (1 + N, 2)) and write them to `out` chunk by chunk."""
+    writer = Mp4Writer(out, fps)
+    result = GenerationResult(frames=0, chunks=0, path=Path(out))
+    try:
+        t0 = time.perf_counter()
+        for i, (frames, rows) in enumerate(stream_chunks(loaded, prompt, masks, refs, steps, sampler, seed,
+                                                         prompt_sigma)):
+            if i > 0:
+                result.chunk_seconds.append(time.perf_counter() - t0)
+                result.chunks += 1
+            writer.write(draw_hud(frames, rows, result.frames) if hud else frames)
+            result.frames += len(frames)
+            t0 = time.perf_counter()
+    finally:
+        writer.close()
+    return result
+
+
+def generate_from_files(checkpoint: str | Path, first_frames: str | Path, keys: str | Path, refs: list[str],
+                        out: str | Path, steps: int = 4, hud: bool = False, preset: str | None = None,
+                        weights: str = "ema", decoder: str | Path | None = None, sampler: str | None = None,
+                        seed: int = 0, fps: int = 30, device: str = "cpu", prompt_sigma: float = 0.0
+                        ) -> GenerationResult:
+    """`wtf generate`: files in, MP4 out."""
+    from wantofight.collect.keyfile import read_key_file
+
+    loaded = load_generator(checkpoint, preset, weights, device, decoder)
+    script = read_key_file(keys)
+    prompt = prompt_frames(read_frames(first_frames), loaded.config)
+    ref = reference_images(refs, loaded.config)
+    return generate_video(loaded, prompt, key_rows(script.p1, script.p2), ref, Path(out), steps, hud, fps,
+                          sampler, seed, prompt_sigma)

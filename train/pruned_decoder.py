@@ -1,0 +1,379 @@
+"""A structurally pruned Wan VAE decoder, fine-tuned on game frames (SPEC §2, stage 3 efficiency).
+
+What is pruned: the hidden width of every residual block of the decoder (`mid_block.resnets.*`,
+`up_blocks.*.resnets.*`). A Wan residual block computes
+
+    x + conv2(silu(norm2(conv1(silu(norm1(x))))))        conv1: C_in -> C_hid, conv2: C_hid -> C_out
+
+and C_hid (the output channels of conv1 = the RMS-norm width of norm2 = the input channels of
+conv2) touches nothing outside the block, so whole hidden channels can be removed without changing
+any other layer: the block is rebuilt with smaller `conv1`, `norm2` and `conv2` modules (a genuinely
+smaller network with fewer parameters and FLOPs, not a mask). These two 3x3x3 convolutions hold
+most of the decoder's parameters. The residual stream widths, the attention of the mid block, the
+upsamplers and the in/out convolutions keep their shapes, so the decoder's causal-conv feature
+cache (streaming decode) works unchanged.
+
+Importance of hidden channel j (weights only, computed per block):
+
+    s_j = ||conv1.weight[j]||_2 * |norm2.gamma[j]| * ||conv2.weight[:, j]||_2
+
+i.e. how strongly the channel is written, scaled and read; the `keep_ratio` highest-scoring
+channels of each block stay. `norm2` of a pruned block normalises over the kept channels (its RMS
+scale becomes sqrt(kept)), which is why the pruned decoder is then fine-tuned.
+
+Fine-tuning (`train_decoder`): the pruned decoder learns to reproduce the full decoder's frames from
+the same latents (distillation) and, when the data are clips, the ground-truth frames themselves:
+
+    loss = || D_pruned(z) - D_full(z) ||^2  +  gt_weight || D_pruned(z) - frames ||^2
+
+Saved as OUT/decoder.safetensors + OUT/pruned_decoder.json (hidden widths, kept channel indices, the
+VAE it came from) + OUT/report.json (parameters, CPU decode time per chunk, PSNR against the full
+decoder before and after fine-tuning).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+FORMAT = "wantofight-pruned-decoder/1"
+
+
+class PruningError(ValueError):
+    """Bad pruning settings or a saved decoder that does not fit the VAE."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Pruning
+# ---------------------------------------------------------------------------------------------
+
+def residual_blocks(decoder: nn.Module) -> dict[str, nn.Module]:
+    """The decoder's residual blocks by module name (mid block and up blocks)."""
+    from diffusers.models.autoencoders.autoencoder_kl_wan import WanResidualBlock
+
+    return {name: m for name, m in decoder.named_modules() if isinstance(m, WanResidualBlock)}
+
+
+def channel_importance(block: nn.Module) -> torch.Tensor:
+    """(C_hid,) importance of each hidden channel (module docstring)."""
+    w1 = block.conv1.weight.detach().float().flatten(1).norm(dim=1)  # (C_hid,)
+    gamma = block.norm2.gamma.detach().float().flatten().abs()  # (C_hid,)
+    w2 = block.conv2.weight.detach().float().transpose(0, 1).flatten(1).norm(dim=1)  # (C_hid,)
+    return w1 * gamma * w2
+
+
+def kept_channels(block: nn.Module, keep_ratio: float) -> torch.Tensor:
+    """Sorted indices of the hidden channels that stay."""
+    scores = channel_importance(block)
+    keep = max(1, int(round(scores.numel() * keep_ratio)))
+    return scores.topk(keep).indices.sort().values
+
+
+def _prune_block(block: nn.Module, keep: torch.Tensor | int) -> None:
+    """Rebuild conv1 / norm2 / conv2 of a residual block with only the kept hidden channels (in place).
+    `keep`: channel indices (copies their weights) or a width (structure only, weights loaded later)."""
+    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d, WanRMS_norm
+
+    width = keep if isinstance(keep, int) else int(keep.numel())
+    old1, old_norm, old2 = block.conv1, block.norm2, block.conv2
+    device, dtype = old1.weight.device, old1.weight.dtype
+    conv1 = WanCausalConv3d(old1.in_channels, width, old1.kernel_size, padding=1).to(device, dtype)
+    norm2 = WanRMS_norm(width, images=False).to(device, dtype)
+    conv2 = WanCausalConv3d(width, old2.out_channels, old2.kernel_size, padding=1).to(device, dtype)
+    if not isinstance(keep, int):
+        with torch.no_grad():
+            conv1.weight.copy_(old1.weight[keep])
+            conv1.bias.copy_(old1.bias[keep])
+            norm2.gamma.copy_(old_norm.gamma[keep])
+            conv2.weight.copy_(old2.weight[:, keep])
+            conv2.bias.copy_(old2.bias)
+    block.conv1, block.norm2, block.conv2 = conv1, norm2, conv2
+
+
+def prune_decoder(decoder: nn.Module, keep_ratio: float = 0.5) -> tuple[nn.Module, dict[str, list[int]]]:
+    """A pruned copy of a Wan decoder and the kept hidden channels of each residual block."""
+    if not 0 < keep_ratio <= 1:
+        raise PruningError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
+    pruned = copy.deepcopy(decoder)
+    kept = {}
+    for name, block in residual_blocks(pruned).items():
+        idx = kept_channels(block, keep_ratio)
+        _prune_block(block, idx)
+        kept[name] = idx.tolist()
+    return pruned, kept
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving and loading
+# ---------------------------------------------------------------------------------------------
+
+def save_pruned_decoder(out: Path, decoder: nn.Module, kept: dict[str, list[int]], vae_source: str,
+                        keep_ratio: float) -> None:
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous().cpu() for k, v in decoder.state_dict().items()},
+              str(out / "decoder.safetensors"))
+    meta = {"format": FORMAT, "vae": vae_source, "keep_ratio": keep_ratio,
+            "hidden_widths": {k: len(v) for k, v in kept.items()}, "kept_channels": kept,
+            "parameters": count_parameters(decoder)}
+    (out / "pruned_decoder.json").write_text(json.dumps(meta, indent=1))
+
+
+def load_pruned_decoder(folder: str | Path, vae, device: torch.device | str = "cpu") -> nn.Module:
+    """The pruned decoder saved in `folder`, rebuilt on the structure of `vae`'s decoder."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    meta_path = folder / "pruned_decoder.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{folder} holds no pruned decoder (no pruned_decoder.json; make one with "
+                                "`wtf train decoder`)")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("format") != FORMAT:
+        raise PruningError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT}")
+    decoder = copy.deepcopy(vae.autoencoder.decoder)
+    blocks = residual_blocks(decoder)
+    missing = sorted(set(meta["hidden_widths"]) - set(blocks))
+    if missing:
+        raise PruningError(f"{folder} was pruned from another decoder: it has blocks {missing[:3]} this VAE lacks")
+    for name, width in meta["hidden_widths"].items():
+        _prune_block(blocks[name], int(width))
+    try:
+        decoder.load_state_dict(load_file(str(folder / "decoder.safetensors")))
+    except RuntimeError as err:
+        raise PruningError(f"{folder}: the pruned decoder does not fit this VAE ({str(err).splitlines()[0]}); "
+                           f"it was pruned from {meta.get('vae')}") from None
+    return decoder.to(device).eval().requires_grad_(False)
+
+
+def with_decoder(vae, decoder: nn.Module):
+    """A shallow copy of a `WanVAE` whose autoencoder uses `decoder` (the original is untouched)."""
+    ae = copy.copy(vae.autoencoder)
+    ae._modules = dict(ae._modules)
+    ae._modules["decoder"] = decoder
+    new = copy.copy(vae)
+    new._modules = dict(vae._modules)
+    new._modules["autoencoder"] = ae
+    return new
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    """PSNR in dB of frames in [-1, 1] (peak-to-peak 2)."""
+    mse = (a.float() - b.float()).pow(2).mean().item()
+    return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(4.0 / mse)).item()
+
+
+@torch.no_grad()
+def decode_seconds_per_chunk(vae, latents: torch.Tensor, repeats: int = 3) -> float:
+    """Median CPU seconds to stream-decode one chunk (2 latent frames = 8 frames) after the first frame."""
+    chunks = (latents.shape[2] - 1) // 2
+    if chunks < 1:
+        raise PruningError("timing needs latents of at least 3 frames (the first frame + one chunk)")
+    times = []
+    for _ in range(repeats):
+        decoder = vae.streaming_decoder()
+        decoder.decode(latents[:, :, :1])
+        for c in range(chunks):
+            t0 = time.perf_counter()
+            decoder.decode(latents[:, :, 1 + 2 * c:3 + 2 * c])
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fine-tuning
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class DecoderTrainConfig:
+    """Pruning and fine-tuning settings of `wtf train decoder`."""
+
+    keep_ratio: float = 0.5
+    """Fraction of each residual block's hidden channels kept."""
+    steps: int = 200
+    """Fine-tuning optimiser steps."""
+    lr: float = 2e-4
+    """AdamW learning rate."""
+    batch_size: int = 2
+    """Windows per step."""
+    frames: int = 9
+    """Frames per window (1 + 4 k) decoded per step (clip data); a latent cache sets its own."""
+    gt_weight: float = 0.5
+    """Weight of the ground-truth frame loss (clip data only; latents have no frames)."""
+    seed: int = 0
+    """Data order and initialisation."""
+    eval_items: int = 4
+    """Held-out windows (val split when present) for the PSNR report."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.keep_ratio <= 1:
+            raise PruningError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
+        if self.steps < 0 or self.batch_size < 1 or self.lr <= 0:
+            raise PruningError(f"steps >= 0, batch_size >= 1 and lr > 0 required, got {self.steps}, "
+                               f"{self.batch_size}, {self.lr}")
+        if (self.frames - 1) % 4:
+            raise PruningError(f"frames must be 1 + 4 k (the Wan VAE's time grid), got {self.frames}")
+
+
+@dataclass
+class DecoderReport:
+    full_parameters: int
+    pruned_parameters: int
+    full_seconds_per_chunk: float
+    pruned_seconds_per_chunk: float
+    psnr_before_finetune: float
+    """Pruned vs full decoder on held-out latents, dB, right after pruning."""
+    psnr_after_finetune: float
+    """The same after fine-tuning."""
+    psnr_full_vs_frames: float | None = None
+    """Full decoder vs the ground-truth frames (clip data only)."""
+    psnr_pruned_vs_frames: float | None = None
+    losses: list[float] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"decoder parameters: full {self.full_parameters:,}  pruned {self.pruned_parameters:,} "
+               f"({self.pruned_parameters / self.full_parameters:.0%})",
+               f"CPU decode per chunk (8 frames): full {1000 * self.full_seconds_per_chunk:.1f} ms  "
+               f"pruned {1000 * self.pruned_seconds_per_chunk:.1f} ms "
+               f"(x{self.full_seconds_per_chunk / max(self.pruned_seconds_per_chunk, 1e-12):.2f})",
+               f"PSNR pruned vs full decoder: {self.psnr_before_finetune:.2f} dB after pruning, "
+               f"{self.psnr_after_finetune:.2f} dB after {len(self.losses)} fine-tuning steps"]
+        if self.psnr_full_vs_frames is not None:
+            out.append(f"PSNR vs ground-truth frames: full {self.psnr_full_vs_frames:.2f} dB  "
+                       f"pruned {self.psnr_pruned_vs_frames:.2f} dB")
+        return out
+
+
+def open_vae(vae: str, preset: str = "tiny"):
+    """`tiny` (the preset's random-init VAE, exactly as the trainer builds it) or a local Wan2.1 VAE folder."""
+    from dataclasses import replace
+
+    from wantofight.train.generation import build_vae
+    from wantofight_model.presets import get_preset
+
+    config = get_preset(preset)
+    if vae != "tiny":
+        config = replace(config, vae=replace(config.vae, pretrained=str(vae)))
+    elif preset != "tiny":
+        raise PruningError("--vae tiny goes with --preset tiny; give a Wan2.1 VAE folder for other presets")
+    return build_vae(config), config
+
+
+class _Windows:
+    """(latents, frames or None) windows from a curriculum DS_DIR (encoded here) or a latent cache."""
+
+    def __init__(self, data: Path, split: str, vae, model_config, frames: int):
+        from wantofight.train.data import datasets_api, detect_source
+
+        self.vae = vae
+        self.source = detect_source(data)
+        if self.source == "latents":
+            self.ds = datasets_api("LatentDataset")(data, split)
+        else:
+            self.ds = datasets_api("ClipDataset")(data, split=split, frames=frames,
+                                                  size=(model_config.height, model_config.width),
+                                                  ref_size=model_config.clip_image_size)
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    @torch.no_grad()
+    def get(self, indices: list[int], step: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        items = [self.ds[(i, step)] for i in indices]
+        if self.source == "latents":
+            return torch.stack([torch.as_tensor(it["latents"]) for it in items]).float(), None
+        frames = torch.stack([torch.as_tensor(it["frames"]) for it in items]).transpose(1, 2)  # (B, 3, T, H, W)
+        return self.vae.encode(frames).float(), frames.float()
+
+
+def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: DecoderTrainConfig | None = None,
+                  preset: str = "tiny", log=print) -> DecoderReport:
+    """Prune the decoder of `vae_name`, fine-tune it on `data`, save it to `out` and report."""
+    config = config or DecoderTrainConfig()
+    out = Path(out)
+    torch.manual_seed(config.seed)
+    vae, model_config = open_vae(vae_name, preset)
+    data = Path(data)
+    train = _Windows(data, "train", vae, model_config, config.frames)
+    try:
+        held = _Windows(data, "val", vae, model_config, config.frames)
+        if len(held) == 0:
+            raise ValueError
+    except (FileNotFoundError, ValueError):
+        held = train
+    if len(train) == 0:
+        raise PruningError(f"{data} has no train windows")
+
+    full = vae.autoencoder.decoder
+    pruned, kept = prune_decoder(full, config.keep_ratio)
+    pruned_vae = with_decoder(vae, pruned)
+    eval_idx = list(range(min(config.eval_items, len(held))))
+    eval_latents, eval_frames = held.get(eval_idx)
+    with torch.no_grad():
+        full_frames = vae.decode(eval_latents)
+        before = psnr(pruned_vae.decode(eval_latents), full_frames)
+    log(f"pruned {len(kept)} residual blocks to {config.keep_ratio:.0%} of their hidden channels: "
+        f"{count_parameters(full):,} -> {count_parameters(pruned):,} decoder parameters; "
+        f"PSNR vs full {before:.2f} dB")
+
+    pruned.train().requires_grad_(True)
+    optimizer = torch.optim.AdamW(pruned.parameters(), lr=config.lr, weight_decay=0.0)
+    order = torch.Generator().manual_seed(config.seed)
+    losses = []
+    for step in range(config.steps):
+        idx = torch.randint(len(train), (config.batch_size,), generator=order).tolist()
+        latents, frames = train.get(idx, step)
+        with torch.no_grad():
+            target = vae.decode(latents)
+        pred = pruned_vae.autoencoder.decode(pruned_vae.denormalize(latents)).sample  # with gradients
+        loss = (pred - target).pow(2).mean()
+        if frames is not None and config.gt_weight > 0:
+            loss = loss + config.gt_weight * (pred - frames).pow(2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+        if (step + 1) % max(1, config.steps // 10) == 0:
+            log(f"step {step + 1}/{config.steps}  loss {loss.item():.5f}")
+    pruned.eval().requires_grad_(False)
+
+    with torch.no_grad():
+        pruned_frames = pruned_vae.decode(eval_latents)
+    report = DecoderReport(
+        full_parameters=count_parameters(full), pruned_parameters=count_parameters(pruned),
+        full_seconds_per_chunk=decode_seconds_per_chunk(vae, _timing_latents(eval_latents)),
+        pruned_seconds_per_chunk=decode_seconds_per_chunk(pruned_vae, _timing_latents(eval_latents)),
+        psnr_before_finetune=before, psnr_after_finetune=psnr(pruned_frames, full_frames), losses=losses)
+    if eval_frames is not None:
+        report.psnr_full_vs_frames = psnr(full_frames, eval_frames)
+        report.psnr_pruned_vs_frames = psnr(pruned_frames, eval_frames)
+    save_pruned_decoder(out, pruned, kept, str(vae_name), config.keep_ratio)
+    (out / "report.json").write_text(json.dumps({**asdict(report), "config": asdict(config),
+                                                 "data": str(data), "source": train.source}, indent=1))
+    for line in report.lines():
+        log(line)
+    return report
+
+
+def _timing_latents(latents: torch.Tensor) -> torch.Tensor:
+    """One window, at least the first frame + 2 chunks (repeated in time when the windows are short)."""
+    z = latents[:1]
+    while z.shape[2] < 5:
+        z = torch.cat([z, z[:, :, 1:] if z.shape[2] > 1 else z], dim=2)
+    return z
