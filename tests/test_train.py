@@ -200,3 +200,25 @@ def test_init_from_loads_a_wan_checkpoint_into_the_backbone_and_a_bad_one_fails(
     with pytest.raises(TrainError, match="--init-from .*bad.safetensors"):
         Stage1Trainer(tiny_config(), None, tmp_path / "run2", init_from=tmp_path / "bad.safetensors",
                       datasets=synthetic_datasets(), progress=False)
+
+
+@pytest.mark.slow
+def test_fsdp2_on_two_processes_trains_saves_and_resumes_like_one_process(tmp_path):
+    import warnings
+
+    import torch.multiprocessing as mp
+
+    from train_helpers import fit_worker, free_port
+
+    warnings.filterwarnings("ignore", message="FSDP2-wrapped module")
+    single = tiny_config("max_steps=3")
+    Stage1Trainer(single, None, tmp_path / "single", datasets=synthetic_datasets(), progress=False).fit()
+    sets = ["data.batch_size=1", "parallel=fsdp", "checkpoint.every=2"]  # 2 ranks x 1 = the same global batch
+    mp.spawn(fit_worker, args=(2, free_port(), str(tmp_path / "fsdp"), sets + ["max_steps=2"], False), nprocs=2)
+    mp.spawn(fit_worker, args=(2, free_port(), str(tmp_path / "fsdp"), sets + ["max_steps=3"], True), nprocs=2)
+    a, b = losses(tmp_path / "single"), losses(tmp_path / "fsdp")
+    assert sorted(b) == [1, 2, 3]
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=1e-5), step
+    saved = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "fsdp"), "model.safetensors")
+    assert set(saved) == set(ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "single"), "model.safetensors"))

@@ -116,3 +116,20 @@ def ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         torch.save(result, f"{out_dir}/ddp_rank{rank}.pt")
     finally:
         teardown()
+
+
+def fit_worker(rank: int, world: int, port: int, out_dir: str, sets: list[str], resume: bool) -> None:
+    """One rank of a `fit()` run under torchrun-like environment variables (gloo on CPU)."""
+    import os
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)})
+    from wantofight.train.distributed import teardown
+    from wantofight.train.stage1 import Stage1Trainer
+
+    torch.set_num_threads(1)
+    try:
+        Stage1Trainer(tiny_config(*sets), None, out_dir, resume=resume, datasets=synthetic_datasets(),
+                      progress=False).fit()
+    finally:
+        teardown()
