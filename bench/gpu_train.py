@@ -106,7 +106,7 @@ def main() -> int:
         f"{args.frames} frames ({F} latent frames, {tokens} tokens) at {model_config.width}x{model_config.height}, "
         f"batch {args.batch_size}, {args.precision} autocast, gradient checkpointing "
         f"{'off' if args.no_checkpointing else 'on'}, AdamW + EMA, random weights, synthetic latents; "
-        f"median of {args.steps} steps after {args.warmup} warm-up. DiT parameters: {params / 1e9:.3f} B.",
+        f"median of {args.steps} steps after {args.warmup} warm-up. DiT parameters: {params / 1e6:,.1f} M.",
         "",
         "| step s (median) | step s (min / max) | samples/s | frames/s | peak allocated GiB | peak reserved GiB |",
         "|---|---|---|---|---|---|",
