@@ -191,11 +191,8 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
     config = prepare_run(out, config, resume, given)
     torch.set_num_threads(1)  # the envs own the other cores; a small MLP gains nothing from threads
     start = latest_checkpoint(out) if resume else None
-    opponent = config.opponent
-    if config.opponent == "self":
-        # Frozen snapshot of the learner; the first one is the untrained (or resumed) network.
-        opponent = f"ppo:{out / 'selfplay' / 'opponent.zip'}"
-    venv = make_vec_env(config, "random" if config.opponent == "self" else opponent)
+    # Self-play starts the envs on `random`; the first frozen snapshot replaces it before any episode.
+    venv = make_vec_env(config, "random" if config.opponent == "self" else config.opponent)
     try:
         if start is not None:
             model = PPO.load(str(start), env=venv, device="cpu")
@@ -267,12 +264,10 @@ class _TrainCallbackMixin:
 
     def refresh_self_play(self, model) -> None:
         """Freeze the learner as the opponent of the next episodes in every env."""
-        snapshot = self.out / "selfplay" / "opponent.zip"
+        snapshot = self.out / "selfplay" / f"opponent_{model.num_timesteps:07d}.zip"
         snapshot.parent.mkdir(exist_ok=True)
-        versioned = snapshot.with_name(f"opponent_{model.num_timesteps:07d}.zip")
-        save_model(model, versioned, self.config)
-        model.get_env().env_method("set_opponent", f"ppo:{versioned}")
         save_model(model, snapshot, self.config)
+        model.get_env().env_method("set_opponent", f"ppo:{snapshot}")
 
     def _on_training_start(self) -> None:
         self.started, self.start_steps = time.perf_counter(), self.num_timesteps

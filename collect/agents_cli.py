@@ -71,6 +71,7 @@ def eval_command(
     deterministic: bool = typer.Option(False, help="Learned policies take their most likely action."),
     state: str = typer.Option("Start", help="Start savestate (default: a whole match from the round-1 intro)."),
     frame_skip: int = typer.Option(2, help="Emulator steps per decision (2 = the agents' and `--fps 30`'s default)."),
+    max_frames: int = typer.Option(20_000, help="Emulator frames after which an unfinished match counts as a draw."),
     workers: int = typer.Option(1, help="Worker processes, one emulator each."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
@@ -80,7 +81,8 @@ def eval_command(
 
     try:
         config = EvalConfig(game=game, policy=policy, opponent=opponent, matches=matches, player=player, seed=seed,
-                            deterministic=deterministic, state=state, frame_skip=frame_skip, workers=workers)
+                            deterministic=deterministic, state=state, frame_skip=frame_skip, max_frames=max_frames,
+                            workers=workers)
         report = evaluate(config, progress=progress)
     except AgentError as err:
         fail(str(err))

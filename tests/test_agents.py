@@ -236,9 +236,10 @@ def test_missing_stable_baselines3_names_the_extra(monkeypatch):
 
 def test_eval_prints_results_damage_and_move_usage(trained):
     result = runner.invoke(app, ["agents", "eval", "--policy", f"ppo:{trained / 'final.zip'}", "--opponent",
-                                 "scripted", "--matches", "1", "--state", "Close", "--no-progress"])
+                                 "scripted", "--matches", "1", "--state", "Close", "--max-frames", "600",
+                                 "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert "(P1) vs scripted: 1 matches" in result.output and "mean damage dealt" in result.output
+    assert "(P1) vs scripted: 1 matches" in one_line(result.output) and "mean damage dealt" in result.output
     assert "move" in result.output and "uses" in result.output
     idle = runner.invoke(app, ["agents", "eval", "--policy", "idle", "--opponent", "scripted", "--player", "2",
                                "--matches", "1", "--state", "Close", "--no-progress", "--json"])
