@@ -97,6 +97,8 @@ class Trainer:
         self.datasets = datasets if datasets is not None else self.build_datasets()
         self.source = "latents" if self._is_latent(self.datasets["train"]) else "clips"
         self.check_data(self.datasets["train"])
+        if config.validation.every and self.datasets.get("val") is None:
+            self.log("[yellow]note:[/] the data has no val split for the curriculum's tiers: validation is skipped")
         strategy = dist_utils.resolve_parallel(config.parallel, config.preset, self.dist)
         self.parallel = strategy
         self.wrapped = dist_utils.wrap(self.model.dit, strategy, self.dist, self.bf16)
