@@ -1,0 +1,177 @@
+"""`wtf generate`, `wtf eval` and `wtf train stage2 | stage3 | decoder`.
+
+    from wantofight.train import generate_cli
+    generate_cli.register(app, train_cli.app)      # in wantofight/cli.py
+
+Each command builds its settings and calls the library function that the tests call
+(train/generation.py, train/evaluate.py, train/stage2.py, train/stage3.py, train/pruned_decoder.py);
+heavy imports happen inside the commands so `wtf --help` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from wantofight.cli_util import console, fail
+
+
+# ---------------------------------------------------------------------------------------------
+# wtf generate
+# ---------------------------------------------------------------------------------------------
+
+def generate_command(
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, or a model .safetensors file (with --preset)."),
+    first_frames: Path = typer.Option(..., "--first-frames", help="An image (the first frame) or a clip (its first 1 + 8 m frames are the prompt)."),
+    keys: Path = typer.Option(..., "--keys", help="Key file (the `wtf collect --policy keys:` format): rows 1..N, one output frame each."),
+    refs: str = typer.Option(..., "--refs", help="Reference images, one per player: P1.png,P2.png."),
+    out: Path = typer.Option(..., "--out", help="Output MP4 (1 + N frames, lossless RGB H.264)."),
+    steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk (4 for the stage-3 student, more for a teacher)."),
+    hud: bool = typer.Option(False, "--hud", help="Draw both players' keys under the frames (the wtf inspect HUD)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Model preset of a bare safetensors file: tiny, wan-1.3b."),
+    weights: str = typer.Option("ema", "--weights", help="ema (EMA weights when the checkpoint has them) or model."),
+    decoder: Optional[Path] = typer.Option(None, "--decoder", help="Pruned decoder folder from `wtf train decoder`."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="euler or x0_renoise (default: x0_renoise for stage-3 checkpoints, else euler)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the noise draws."),
+    fps: int = typer.Option(30, "--fps", help="Frame rate written into the MP4."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+) -> None:
+    """Stream a video from a checkpoint, a first frame, a key file and reference images (any length)."""
+    from wantofight.collect.keyfile import KeyFileError
+    from wantofight.train.generation import GenerationError, generate_from_files
+
+    if steps < 1:
+        fail(f"--steps must be >= 1, got {steps}")
+    try:
+        result = generate_from_files(checkpoint, first_frames, keys, [r for r in refs.split(",") if r], out, steps,
+                                     hud, preset, weights, decoder, sampler, seed, fps, device)
+    except (GenerationError, KeyFileError, FileNotFoundError, ValueError) as err:
+        fail(str(err))
+    ms = [1000 * s for s in result.chunk_seconds]
+    console.print(f"wrote {out}: {result.frames} frames ({result.chunks} chunks, {steps} steps each); "
+                  f"{sum(ms) / len(ms):.0f} ms per chunk on {device}", highlight=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# wtf eval
+# ---------------------------------------------------------------------------------------------
+
+def eval_command(
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder."),
+    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum)."),
+    keys_dir: Optional[Path] = typer.Option(None, "--keys-dir", help="Also write each clip's key stream here as CLIP_ID.keys (replayable with wtf collect --policy keys:)."),
+    split: str = typer.Option("val", "--split", help="train or val."),
+    frames: int = typer.Option(33, "--frames", help="Frames per clip window (1 + 8 n): frame 0 given, the rest generated."),
+    steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk."),
+    max_clips: Optional[int] = typer.Option(None, "--max-clips", help="Evaluate the first N clips only."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="Comma-separated tiers (default: all)."),
+    decoder: Optional[Path] = typer.Option(None, "--decoder", help="Pruned decoder folder from `wtf train decoder`."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the per-clip and per-tier results as JSON."),
+    lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Try LPIPS (needs the lpips package and its AlexNet weights offline)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+) -> None:
+    """Replay the clips' key streams from their first frames; PSNR / SSIM / LPIPS per tier and latency per chunk."""
+    from wantofight.train.evaluate import EvalError, evaluate, write_report
+    from wantofight.train.generation import GenerationError
+
+    try:
+        result = evaluate(checkpoint, data, split, frames, steps, keys_dir, max_clips, tiers, decoder=decoder,
+                          device=device, lpips=lpips)
+    except (EvalError, GenerationError, FileNotFoundError, ValueError) as err:
+        fail(str(err))
+    console.print(result.table(), highlight=False)
+    if report is not None:
+        write_report(result, report)
+        console.print(f"wrote {report}", highlight=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# wtf train stage2 / stage3 / decoder
+# ---------------------------------------------------------------------------------------------
+
+def stage2_command(
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Stage-1 run or checkpoint folder (or a Wan2.1 checkpoint). Not needed with --resume."),
+    preset: str = typer.Option("tiny", "--preset", help="Model and training preset: tiny, wan-1.3b."),
+    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR or latent cache."),
+    out: Path = typer.Option(..., "--out", help="Run folder: checkpoints/, metrics.jsonl, val/ videos."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps to train to."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the preset."),
+    set_: List[str] = typer.Option([], "--set", help="Override a config field (repeatable)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Stage 2: block-causal attention, one noise level per chunk (diffusion forcing), from stage 1."""
+    import wantofight.train.stage2  # noqa: F401 - registers the stage
+    from wantofight.train.run import run_stage
+
+    if init_from is None and not resume:
+        fail("stage2 starts from a stage-1 checkpoint: pass --init-from STAGE1_RUN_OR_CKPT (or --resume)")
+    run_stage("stage2", preset=preset, data=data, out=out, max_steps=max_steps, resume=resume,
+              init_from=init_from, config_file=config_file, sets=set_, device=device, progress=progress, fail=fail)
+
+
+def stage3_command(
+    teacher: Optional[Path] = typer.Option(None, "--teacher", help="Stage-2 run or checkpoint folder (frozen real score; student and critic start from it)."),
+    preset: str = typer.Option("tiny", "--preset", help="Model and training preset: tiny, wan-1.3b."),
+    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR or latent cache (conditioning: first frames, keys, references)."),
+    out: Path = typer.Option(..., "--out", help="Run folder."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Generator steps to train to."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly (the teacher path is recorded)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the preset."),
+    set_: List[str] = typer.Option([], "--set", help="Override a field, dmd.* included: --set dmd.critic_steps=5."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Stage 3: DMD to a 4-step causal student with a TTUR critic and self-forcing rollouts."""
+    from wantofight.train.checkpoint import CheckpointError
+    from wantofight.train.config import ConfigError
+    from wantofight.train.data import DataError
+    from wantofight.train.distributed import teardown
+    from wantofight.train.stage3 import train_stage3
+    from wantofight.train.trainer import TrainError
+
+    try:
+        train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=max_steps, resume=resume,
+                     config_file=config_file, sets=set_, device=device, progress=progress)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
+        fail(str(err))
+    finally:
+        teardown()
+
+
+def decoder_command(
+    vae: str = typer.Option("tiny", "--vae", help="tiny (the preset's VAE, as the trainer builds it) or a local Wan2.1 VAE folder."),
+    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (frames: also fits the ground truth) or latent cache."),
+    out: Path = typer.Option(..., "--out", help="Folder for decoder.safetensors, pruned_decoder.json, report.json."),
+    keep: float = typer.Option(0.5, "--keep", help="Fraction of each residual block's hidden channels kept."),
+    steps: int = typer.Option(200, "--steps", help="Fine-tuning steps."),
+    lr: float = typer.Option(2e-4, "--lr", help="AdamW learning rate."),
+    batch_size: int = typer.Option(2, "--batch-size", help="Windows per step."),
+    frames: int = typer.Option(9, "--frames", help="Frames per window of clip data (1 + 4 k)."),
+    gt_weight: float = typer.Option(0.5, "--gt-weight", help="Weight of the ground-truth frame loss (clip data)."),
+    preset: str = typer.Option("tiny", "--preset", help="Model preset whose resolution the clips are resized to."),
+) -> None:
+    """Structured pruning of the Wan VAE decoder, fine-tuned against the full decoder and the frames."""
+    from wantofight.train.data import DataError
+    from wantofight.train.pruned_decoder import DecoderTrainConfig, PruningError, train_decoder
+
+    try:
+        config = DecoderTrainConfig(keep_ratio=keep, steps=steps, lr=lr, batch_size=batch_size, frames=frames,
+                                    gt_weight=gt_weight)
+        train_decoder(vae, data, out, config, preset, log=lambda m: console.print(m, highlight=False))
+    except (PruningError, DataError, FileNotFoundError, ValueError) as err:
+        fail(str(err))
+
+
+def register(root: typer.Typer, train_app: typer.Typer) -> None:
+    """Add `generate` and `eval` to the root app and `stage2`, `stage3`, `decoder` to `wtf train`."""
+    root.command("generate")(generate_command)
+    root.command("eval")(eval_command)
+    train_app.command("stage2")(stage2_command)
+    train_app.command("stage3")(stage3_command)
+    train_app.command("decoder")(decoder_command)

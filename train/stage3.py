@@ -1,0 +1,295 @@
+"""Stage 3 (SPEC §2): DMD distillation of the stage-2 model into a 4-step causal student.
+
+    wtf train stage3 --teacher runs/s2 --data DS_DIR --out runs/s3 [--set dmd.critic_steps=5]
+
+Networks (train/dmd.py has the maths): the student (`self.model`, trained by the skeleton's
+optimiser, LR schedule and EMA) and the critic (fake score, its own AdamW) both start as copies of
+the teacher's weights; the teacher (real score) stays frozen.
+
+One optimiser step (`step()`), for the step's micro-batches of real conditioning (the first latent
+frame, the keys of every frame, the reference tokens):
+
+    critic_steps x   critic update: self-forcing rollout of the student without gradient (exactly
+                     the inference sampler), flow-matching loss of the critic on it, AdamW step
+    1 x              generator update: rollout with gradient at one random exit step per chunk,
+                     DMD loss (teacher vs critic x0 predictions), AdamW step, LR schedule, EMA
+    collapse check   student outputs of the batch vs its real latents (train/collapse.py)
+
+Checkpoints add to the skeleton's files (in trainer.pt) the critic's weights, its optimiser state,
+the update counters and the collapse detector's state; config.json records the teacher and the
+`dmd` settings, so `--resume` continues exactly (the teacher is re-read from its recorded path).
+`dmd.*` settings are given with `--set dmd.critic_steps=3` like any other field.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from wantofight.train import checkpoint as ckpt
+from wantofight.train import distributed as dist_utils
+from wantofight.train.collapse import CollapseConfig, CollapseDetector
+from wantofight.train.config import ConfigError, parse_set
+from wantofight.train.dmd import critic_loss, generator_loss, self_forcing_rollout
+from wantofight.train.stage2 import Stage2Trainer, load_trainer_weights, register_stage
+from wantofight.train.trainer import StepStats, TrainError
+
+register_stage("stage3", "wantofight.train.stage3:Stage3Trainer")
+
+
+@dataclass
+class DMDConfig:
+    """Distillation settings (`--set dmd.FIELD=VALUE`)."""
+
+    critic_steps: int = 5
+    """Critic (fake score) updates per generator update: the two time-scale update rule of DMD2."""
+    critic_lr: float = 0.0
+    """Critic AdamW learning rate, constant; 0 = optim.lr."""
+    student_steps: int = 4
+    """Denoising steps of the student per chunk (SPEC §2: 4)."""
+    sampler: str = "x0_renoise"
+    """Student sampler: x0_renoise (predict x0, re-noise to the next level) or euler."""
+    t_min: float = 0.02
+    """Lowest noise level at which the scores are compared (DMD2 timestep clamping, 20 / 1000)."""
+    t_max: float = 0.98
+    """Highest such noise level (980 / 1000)."""
+    random_exit: bool = True
+    """Gradient through a random denoising step per chunk (Self-Forcing); else always the last."""
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
+    """Per-batch collapse thresholds."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.collapse, dict):
+            self.collapse = CollapseConfig(**self.collapse)
+        if self.critic_steps < 1 or self.student_steps < 1 or self.critic_lr < 0:
+            raise ConfigError(f"dmd.critic_steps >= 1, dmd.student_steps >= 1, dmd.critic_lr >= 0 required; got "
+                              f"{self.critic_steps}, {self.student_steps}, {self.critic_lr}")
+        if self.sampler not in ("x0_renoise", "euler"):
+            raise ConfigError(f"dmd.sampler={self.sampler!r}; valid: x0_renoise, euler")
+        if not 0 <= self.t_min < self.t_max <= 1:
+            raise ConfigError(f"dmd.t_min={self.t_min}, dmd.t_max={self.t_max}: need 0 <= t_min < t_max <= 1")
+
+
+def split_sets(sets) -> tuple[list[str], list[str]]:
+    """(`dmd.*` assignments, the others) of a `--set` list."""
+    dmd = [s for s in sets if s.strip().startswith("dmd.")]
+    return dmd, [s for s in sets if not s.strip().startswith("dmd.")]
+
+
+def resolve_dmd(sets, base: dict | None = None) -> DMDConfig:
+    """DMDConfig from defaults (or a resumed run's saved settings) and `dmd.*` assignments."""
+    data = asdict(DMDConfig()) if base is None else copy.deepcopy(base)
+    for assignment in sets:
+        path, value = parse_set(assignment)
+        node = data
+        for part in path[1:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(f"--set {assignment}: {part} is not a section of dmd")
+            node = node[part]
+        if path[-1] not in node or len(path) < 2:
+            raise ConfigError(f"--set {assignment}: unknown field; valid here: {', '.join(sorted(node))}")
+        node[path[-1]] = type(node[path[-1]])(value) if isinstance(node[path[-1]], (int, float)) and \
+            not isinstance(node[path[-1]], bool) else value
+    try:
+        return DMDConfig(**data)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"dmd: {err}") from err
+
+
+class Stage3Trainer(Stage2Trainer):
+    """DMD with a TTUR critic and self-forcing rollouts of the student through the rolling KV cache."""
+
+    stage = "stage3"
+    attention = "block_causal"
+    init_stages = ("stage2",)
+    sampler_name = "x0_renoise"
+
+    def __init__(self, config, data, run_dir, *, teacher: str | Path | None = None, dmd: DMDConfig | None = None,
+                 resume: bool = False, **kwargs):
+        run_dir = Path(run_dir)
+        saved = None
+        if resume and ckpt.latest_checkpoint(run_dir) is not None:
+            saved = ckpt.read_config(ckpt.latest_checkpoint(run_dir))
+        if teacher is None:
+            if saved is None:
+                raise TrainError("stage3 needs --teacher STAGE2_CKPT (a stage-2 run or checkpoint folder)")
+            teacher = saved["teacher"]
+        self.dmd = dmd or (DMDConfig(**saved["dmd"]) if saved is not None else DMDConfig())
+        self.sampler_name = self.dmd.sampler
+        self.teacher_source = Path(teacher)
+        self.critic_updates = 0
+        self.collapse = CollapseDetector(self.dmd.collapse)
+        self._extra: dict = {}
+        self._last_rollout = None
+        super().__init__(config, data, run_dir, resume=resume, init_from=None, **kwargs)
+
+    # ---- three networks ----
+    def build_model(self, init_from):
+        model = super().build_model(None)
+        self.teacher_path = load_trainer_weights(self, model, self.teacher_source, self.init_stages)
+        self.teacher = copy.deepcopy(model.dit).eval().requires_grad_(False)
+        self.critic = copy.deepcopy(model.dit).train().requires_grad_(True)
+        return model  # the student; on --resume its weights (and the critic's) come from the checkpoint
+
+    def build_optimizer(self):
+        o = self.config.optim
+        self.critic_wrapped = dist_utils.wrap(self.critic, self.parallel, self.dist, self.bf16)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.dmd.critic_lr or o.lr,
+                                                  betas=tuple(o.betas), eps=o.eps, weight_decay=0.0)
+        return super().build_optimizer()
+
+    # ---- rollouts ----
+    def rollout(self, batch: dict, step: int, phase: int, micro: int):
+        """The student's chunks after the batch's first latent frame, as inference makes them."""
+        from wantofight_model.kv_cache import RollingKVCache
+
+        z = batch["latents"]
+        B = z.shape[0]
+        m = self.model_config
+        gens = self.phase_generators(step, phase, micro, B)
+        n_chunks = (z.shape[2] - 1) // m.chunk_latent_frames
+        exits = None
+        if self.dmd.random_exit and torch.is_grad_enabled():
+            shared = self.noise_generator(step, phase * 1000 + micro, 2**31 - 1)  # same on every rank
+            exits = torch.randint(self.dmd.student_steps, (n_chunks,), generator=shared, device=self.device).tolist()
+        cache = RollingKVCache.from_config(m, B, self.device, torch.float32)
+        with self.autocast():
+            return self_forcing_rollout(self.wrapped, cache, z[:, :, :1], batch["keys"], batch["ref_tokens"],
+                                        self.flow_sampling, self.dmd.student_steps, m.chunk_frames,
+                                        m.chunk_latent_frames, m.cache_write_step, gens, exits, self.dmd.sampler)
+
+    def phase_generators(self, step: int, phase: int, micro: int, batch_size: int) -> list[torch.Generator]:
+        """One generator per sample for each (step, phase, micro-batch); phase 0 = generator update,
+        1..critic_steps = critic updates."""
+        return [self.noise_generator(step, phase * 1000 + micro, self.global_index(i, batch_size))
+                for i in range(batch_size)]
+
+    @property
+    def flow_sampling(self):
+        from wantofight_model.scheduler import FlowMatchScheduler
+
+        return FlowMatchScheduler(self.model_config.num_train_timesteps, self.model_config.timestep_shift)
+
+    # ---- objectives ----
+    def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """DMD generator loss of one micro-batch (with gradient to the student when enabled)."""
+        step = self.step_count if step is None else step
+        roll = self.rollout(batch, step, 0, micro)
+        self._last_rollout = roll
+        z = batch["latents"]
+        gens = self.phase_generators(step, 0, micro, z.shape[0])
+        with self.autocast():
+            terms = generator_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.teacher,
+                                   self.critic, self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)
+        self._extra["dmd_grad"] = terms.grad_norm
+        return terms.loss, terms.per_sample
+
+    def critic_step(self, batches: list[dict], step: int, phase: int) -> float:
+        accum = len(batches)
+        self.critic_wrapped.train()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro, batch in enumerate(batches):
+            with torch.no_grad():
+                roll = self.rollout(batch, step, phase, micro)
+            z = batch["latents"]
+            gens = self.phase_generators(step, phase, micro, z.shape[0])
+            with self.no_sync(last=micro == accum - 1), self.autocast():
+                loss = critic_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.critic_wrapped,
+                                   self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)
+                (loss / accum).backward()
+            total += float(loss) / accum
+        clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
+        torch.nn.utils.clip_grad_norm_([p for p in self.critic.parameters() if p.grad is not None], clip)
+        self.critic_optimizer.step()
+        self.critic_updates += 1
+        return total
+
+    def step(self) -> StepStats:
+        accum = self.config.optim.grad_accum
+        step = self.step_count
+        self._encode_s = 0.0
+        t0 = time.perf_counter()
+        batches = [self.batch() for _ in range(accum)]
+        t1 = time.perf_counter()
+        critic = [self.critic_step(batches, step, 1 + k) for k in range(self.dmd.critic_steps)]
+
+        self.wrapped.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total, fakes, reals = 0.0, [], []
+        for micro, batch in enumerate(batches):
+            with self.no_sync(last=micro == accum - 1):
+                loss, _ = self.loss(batch, micro)
+                (loss / accum).backward()
+            total += float(loss.detach()) / accum
+            fakes.append(self._last_rollout.latents.detach())
+            reals.append(batch["latents"][:, :, 1:])
+        grad_norm = self.clip_gradients()
+        self.optimizer.step()
+        self.scheduler.step()
+        if self.ema is not None:
+            self.ema.update()
+        stats = self.collapse.check(torch.cat(fakes), torch.cat(reals), step + 1, self.run_dir)
+        self._sync_device()
+        compute_s = time.perf_counter() - t1
+        self._extra.update({"critic_loss": sum(critic) / len(critic), "critic_updates": self.critic_updates,
+                            "generator_updates": step + 1, **stats.as_metrics()})
+        loss_value = float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
+        samples = sum(b["latents"].shape[0] for b in batches)
+        tiers = [t for b in batches for t in b["tier"]]
+        return StepStats(loss_value, grad_norm, self.scheduler.get_last_lr()[0], samples * self.dist.world_size,
+                         t1 - t0 - self._encode_s, self._encode_s, compute_s, tiers)
+
+    def _record(self, stats, progress, extra):
+        super()._record(stats, progress, {**self._extra, **extra})
+
+    @torch.no_grad()
+    def sample(self, batch: dict, steps: int, num_latent_frames: int) -> torch.Tensor:
+        """The student's streaming samples in its own step count (validation videos)."""
+        return super().sample(batch, self.dmd.student_steps, num_latent_frames)
+
+    # ---- checkpoints ----
+    def checkpoint_config(self) -> dict:
+        return {**super().checkpoint_config(), "teacher": str(self.teacher_path), "dmd": asdict(self.dmd)}
+
+    def save(self):
+        # collective under FSDP, so gathered on every rank before the skeleton's rank-0 writes
+        self._critic_snapshot = (dist_utils.model_state(self.critic_wrapped),
+                                 dist_utils.optimizer_state(self.critic_wrapped, self.critic_optimizer))
+        try:
+            return super().save()
+        finally:
+            self._critic_snapshot = None
+
+    def trainer_state(self) -> dict:
+        critic, optimizer = self._critic_snapshot
+        return {**super().trainer_state(), "critic": critic, "critic_optimizer": optimizer,
+                "critic_updates": self.critic_updates, "collapse": self.collapse.state_dict()}
+
+    def load(self, path: Path) -> None:
+        super().load(path)
+        state = ckpt.read_torch(path, "trainer.pt")
+        dist_utils.load_model_state(self.critic_wrapped, state["critic"])
+        dist_utils.load_optimizer_state(self.critic_wrapped, self.critic_optimizer, state["critic_optimizer"])
+        self.critic_updates = state["critic_updates"]
+        self.collapse.load_state_dict(state["collapse"])
+
+
+def train_stage3(*, preset: str, data, out: Path, teacher=None, max_steps=None, resume=False, config_file=None,
+                 sets=(), device=None, progress=True, datasets=None) -> dict:
+    """`wtf train stage3` as a library call (tests call it directly)."""
+    from wantofight.train.run import resolve
+
+    dmd_sets, other = split_sets(sets)
+    base = None
+    if resume and ckpt.latest_checkpoint(out) is not None:
+        base = ckpt.read_config(ckpt.latest_checkpoint(out)).get("dmd")
+    dmd = resolve_dmd(dmd_sets, base)
+    config = resolve("stage3", preset, out, resume, config_file, other, max_steps)
+    trainer = Stage3Trainer(config, data, out, teacher=teacher, dmd=dmd, resume=resume, device=device,
+                            progress=progress, datasets=datasets)
+    return trainer.fit()
