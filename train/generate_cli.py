@@ -104,8 +104,10 @@ def stage2_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Stage 2: block-causal attention, one noise level per chunk (diffusion forcing), from stage 1."""
-    import wantofight.train.stage2  # noqa: F401 - registers the stage
     from wantofight.train.run import run_stage
+    from wantofight.train.stage2 import register_stage
+
+    register_stage("stage2", "wantofight.train.stage2:Stage2Trainer")
 
     if init_from is None and not resume:
         fail("stage2 starts from a stage-1 checkpoint: pass --init-from STAGE1_RUN_OR_CKPT (or --resume)")

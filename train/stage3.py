@@ -177,7 +177,7 @@ class Stage3Trainer(Stage2Trainer):
     # ---- objectives ----
     def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """DMD generator loss of one micro-batch (with gradient to the student when enabled)."""
-        step = self.step_count if step is None else step
+        step = self.noise_step() if step is None else step
         roll = self.rollout(batch, step, 0, micro)
         self._last_rollout = roll
         z = batch["latents"]
@@ -202,16 +202,20 @@ class Stage3Trainer(Stage2Trainer):
                 loss = critic_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.critic_wrapped,
                                    self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)
                 (loss / accum).backward()
-            total += float(loss) / accum
+            total += float(loss.detach()) / accum
         clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
         torch.nn.utils.clip_grad_norm_([p for p in self.critic.parameters() if p.grad is not None], clip)
         self.critic_optimizer.step()
         self.critic_updates += 1
         return total
 
+    def noise_step(self) -> int:
+        """The step number that seeds this step's draws (an overfit test pins it)."""
+        return self.step_count
+
     def step(self) -> StepStats:
         accum = self.config.optim.grad_accum
-        step = self.step_count
+        step = self.noise_step()
         self._encode_s = 0.0
         t0 = time.perf_counter()
         batches = [self.batch() for _ in range(accum)]
@@ -233,11 +237,11 @@ class Stage3Trainer(Stage2Trainer):
         self.scheduler.step()
         if self.ema is not None:
             self.ema.update()
-        stats = self.collapse.check(torch.cat(fakes), torch.cat(reals), step + 1, self.run_dir)
+        stats = self.collapse.check(torch.cat(fakes), torch.cat(reals), self.step_count + 1, self.run_dir)
         self._sync_device()
         compute_s = time.perf_counter() - t1
         self._extra.update({"critic_loss": sum(critic) / len(critic), "critic_updates": self.critic_updates,
-                            "generator_updates": step + 1, **stats.as_metrics()})
+                            "generator_updates": self.step_count + 1, **stats.as_metrics()})
         loss_value = float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
         samples = sum(b["latents"].shape[0] for b in batches)
         tiers = [t for b in batches for t in b["tier"]]

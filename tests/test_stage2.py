@@ -1,0 +1,97 @@
+"""`wtf train stage2`: per-chunk timesteps reach the model, overfit one batch, init from stage 1, exact resume."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model_helpers import one_torch_thread  # noqa: F401 - autouse: single-threaded tiny tensors
+from train_helpers import losses, synthetic_datasets, tiny_config
+from wantofight.train import checkpoint as ckpt
+from wantofight.train.run import train
+from wantofight.train.stage1 import Stage1Trainer
+from wantofight.train.stage2 import Stage2Trainer
+from wantofight.train.trainer import TrainError
+
+BASE_SETS = ["data.frames=17", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
+             "optim.warmup_steps=0"]
+
+
+def stage_config(stage: str, *sets: str):
+    config = tiny_config(*sets)
+    return type(config).from_dict({**config.to_dict(), "stage": stage})
+
+
+@pytest.fixture(scope="module")
+def stage1_run(tmp_path_factory):
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("s1") / "run"
+    Stage1Trainer(tiny_config("max_steps=2"), None, out, datasets=synthetic_datasets(), progress=False).fit()
+    return out
+
+
+def test_each_chunk_gets_its_own_timestep_and_the_model_is_told(tmp_path, stage1_run):
+    config = stage_config("stage2", "max_steps=1", "context.noise_prob=1.0")
+    trainer = Stage2Trainer(config, None, tmp_path / "run", init_from=stage1_run, datasets=synthetic_datasets(),
+                            progress=False)
+    seen = []
+    handle = trainer.model.dit.register_forward_pre_hook(lambda m, args: seen.append((args[1].clone(), args[4])))
+    batch = trainer.batch()
+    trainer.loss(batch, micro=0)
+    handle.remove()
+    timesteps, attention = seen[0]
+    assert attention == "block_causal"
+    assert timesteps.shape == (2, 5)  # (B, F): 5 latent frames = chunk 0 + chunks 1, 2
+    for t in timesteps:
+        chunk0, chunk1, chunk2 = t[0], t[1:3], t[3:5]
+        assert chunk1[0] == chunk1[1] and chunk2[0] == chunk2[1]  # one level per chunk
+        assert len({float(chunk0), float(chunk1[0]), float(chunk2[0])}) == 3  # distinct across chunks
+    assert not torch.equal(timesteps[0], timesteps[1])  # and across samples
+    assert torch.equal(timesteps, trainer.flow.timestep(trainer.last_sigmas))
+
+
+class OneBatch(Stage2Trainer):
+    def batch(self):
+        if not hasattr(self, "_fixed"):
+            self._fixed = super().batch()
+        return self._fixed
+
+    def loss(self, batch, micro, step=None):
+        return super().loss(batch, micro, step=0)
+
+
+def test_stage2_overfits_one_batch(tmp_path, stage1_run):
+    config = stage_config("stage2", "max_steps=30", "optim.lr=3e-3", "context.noise_prob=0.0", "ema_decay=0.0")
+    OneBatch(config, None, tmp_path / "run", init_from=stage1_run, datasets=synthetic_datasets(),
+             progress=False).fit()
+    curve = losses(tmp_path / "run")
+    assert min(curve[s] for s in range(21, 31)) < 0.5 * curve[1], curve
+
+
+def test_init_from_stage1_takes_its_ema_weights_and_refuses_other_stages(tmp_path, stage1_run):
+    trainer = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "a", init_from=stage1_run,
+                            datasets=synthetic_datasets(), progress=False)
+    ema = ckpt.read_tensors(ckpt.latest_checkpoint(stage1_run), "ema.safetensors")
+    state = trainer.model.dit.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in ema.items())
+    trainer.fit()
+    with pytest.raises(TrainError, match="stage2 checkpoint; stage2 starts from stage1"):
+        Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "b", init_from=tmp_path / "a",
+                      datasets=synthetic_datasets(), progress=False)
+
+
+def test_stage2_resume_is_exact(tmp_path, stage1_run):
+    sets = BASE_SETS + ["optim.grad_accum=2", "checkpoint.every=2"]
+    full = train("stage2", preset="tiny", data=None, out=tmp_path / "full", max_steps=4, init_from=stage1_run,
+                 sets=sets, progress=False, datasets=synthetic_datasets())
+    assert full["step"] == 4
+    train("stage2", preset="tiny", data=None, out=tmp_path / "cut", max_steps=2, init_from=stage1_run, sets=sets,
+          progress=False, datasets=synthetic_datasets())
+    train("stage2", preset="tiny", data=None, out=tmp_path / "cut", max_steps=4, resume=True, progress=False,
+          datasets=synthetic_datasets())
+    a, b = losses(tmp_path / "full"), losses(tmp_path / "cut")
+    assert sorted(b) == [1, 2, 3, 4] and all(a[s] == b[s] for s in a), (a, b)
+    wa = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "full"), "model.safetensors")
+    wb = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "cut"))["stage"] == "stage2"

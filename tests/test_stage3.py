@@ -1,0 +1,233 @@
+"""`wtf train stage3` and train/dmd.py: the DMD gradient, TTUR ratio, 4-step self-forcing rollouts that
+equal inference, overfit one batch, exact resume, collapse detection."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model_helpers import keys as random_keys, latents as random_latents, one_torch_thread, ref_tokens, tiny_model  # noqa: F401
+from train_helpers import losses, synthetic_datasets, tiny_config
+from wantofight.train import checkpoint as ckpt
+from wantofight.train.collapse import CollapseConfig, CollapseDetector, CollapseError, batch_stats, problem
+from wantofight.train.config import ConfigError
+from wantofight.train.dmd import dmd_gradient, dmd_loss, dmd_sigmas, generator_loss, self_forcing_rollout
+from wantofight.train.metrics import read_metrics
+from wantofight.train.stage2 import Stage2Trainer
+from wantofight.train.stage3 import DMDConfig, Stage3Trainer, resolve_dmd, train_stage3
+from wantofight_model.generate import StreamingGenerator
+from wantofight_model.scheduler import FlowMatchScheduler
+
+BASE_SETS = ["data.frames=17", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
+             "optim.warmup_steps=0"]
+
+
+def stage_config(stage: str, *sets: str):
+    config = tiny_config(*sets)
+    return type(config).from_dict({**config.to_dict(), "stage": stage})
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("s2") / "run"
+    Stage2Trainer(stage_config("stage2", "max_steps=1"), None, out, datasets=synthetic_datasets(), progress=False).fit()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The DMD gradient
+# ---------------------------------------------------------------------------------------------
+
+def gaussian_denoiser(mean: float, std: float):
+    """Exact flow-matching velocity for data ~ N(mean, std^2) per element (a known score)."""
+    def denoise(latents, timesteps, keys, refs, attention):
+        sigma = (timesteps / 1000.0)[:, None, :, None, None]  # (B, 1, F, 1, 1)
+        a = 1 - sigma
+        x0 = mean + a * std**2 / (a**2 * std**2 + sigma**2) * (latents - a * mean)  # posterior mean
+        return (latents - x0) / sigma.clamp_min(1e-6)
+    return denoise
+
+
+def test_dmd_gradient_moves_samples_towards_the_real_distribution():
+    flow = FlowMatchScheduler()
+    offset = torch.zeros(1, requires_grad=True)  # the "student": samples N(offset + 2, 1), real data N(0, 1)
+    optimizer = torch.optim.SGD([offset], lr=0.5)
+    gens = [torch.Generator().manual_seed(i) for i in range(4)]
+    prompt = torch.zeros(4, 1, 1, 2, 2)
+    for _ in range(40):
+        base = torch.randn(4, 1, 4, 2, 2, generator=gens[0])
+        x0 = base + 2 + offset
+        fake_mean = float((2 + offset).detach())
+        terms = generator_loss(x0, prompt, None, None, gaussian_denoiser(0.0, 1.0), gaussian_denoiser(fake_mean, 1.0),
+                               flow, gens)
+        optimizer.zero_grad()
+        terms.loss.backward()
+        optimizer.step()
+    assert abs(float(2 + offset.detach())) < 0.3, float(2 + offset.detach())  # the student's mean went from 2 to ~0
+
+
+def test_dmd_gradient_is_zero_when_scores_agree_normalised_and_timesteps_clamped():
+    x0, real = torch.randn(2, 3, 4, 2, 2), torch.randn(2, 3, 4, 2, 2)
+    assert torch.equal(dmd_gradient(x0, real, real), torch.zeros_like(x0))
+    fake = torch.randn(2, 3, 4, 2, 2)
+    g = dmd_gradient(x0, real, fake)
+    # invariant to the scale of the scores' disagreement: it is divided by mean |x0 - x0_real| per sample
+    torch.testing.assert_close(dmd_gradient(real + 10 * (x0 - real), real, real + 10 * (fake - real)), g)
+    x = x0.clone().requires_grad_(True)
+    dmd_loss(x, g).backward()
+    torch.testing.assert_close(x.grad, g / g.numel())
+    sig = dmd_sigmas([torch.Generator().manual_seed(i) for i in range(200)], FlowMatchScheduler(), 0.1, 0.5, "cpu")
+    assert float(sig.min()) >= 0.1 and float(sig.max()) <= 0.5 and float(sig.std()) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-forcing rollouts = inference
+# ---------------------------------------------------------------------------------------------
+
+def test_student_rollout_takes_4_steps_per_chunk_and_equals_the_inference_sampler():
+    model = tiny_model()
+    flow = FlowMatchScheduler(shift=model.config.timestep_shift)
+    prompt, keys, refs = random_latents(1, batch=1), random_keys(1 + 8 * 3, batch=1), ref_tokens(batch=1)
+    cfg = model.config
+    calls = []
+    handle = model.dit.register_forward_pre_hook(lambda m, args: calls.append(args[0].shape[2]))
+    with torch.no_grad():
+        roll = self_forcing_rollout(model.dit, model.new_cache(1), prompt, keys, refs, flow, 4, cfg.chunk_frames,
+                                    cfg.chunk_latent_frames, cfg.cache_write_step, [torch.Generator().manual_seed(7)])
+    handle.remove()
+    assert roll.forwards == [4, 4, 4] and calls == [1] + [2] * 12  # the prompt once, then 4 steps x 3 chunks
+    chunks = (keys[:, 1 + 8 * c:9 + 8 * c] for c in range(3))
+    expected = list(StreamingGenerator(model, sampler="x0_renoise").generate_latents(
+        prompt, chunks, refs, 4, prompt_keys=keys[:, :1], generator=torch.Generator().manual_seed(7)))
+    torch.testing.assert_close(roll.latents, torch.cat(expected, dim=2), rtol=0, atol=1e-6)
+
+
+def test_gradient_flows_only_through_the_exit_step():
+    model = tiny_model()
+    cfg = model.config
+    flow = FlowMatchScheduler(shift=cfg.timestep_shift)
+    prompt, keys, refs = random_latents(1, batch=1), random_keys(17, batch=1), ref_tokens(batch=1)
+    roll = self_forcing_rollout(model.dit, model.new_cache(1), prompt, keys, refs, flow, 4, cfg.chunk_frames,
+                                cfg.chunk_latent_frames, cfg.cache_write_step, [torch.Generator().manual_seed(0)],
+                                exit_steps=[1, 3])
+    assert roll.latents.requires_grad
+    roll.latents[:, :, :2].sum().backward()  # chunk 1 only: its step-1 forward
+    assert model.dit.head.head.weight.grad.abs().sum() > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------------------------
+
+def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
+    config = stage_config("stage3", "max_steps=2", "ema_decay=0.0")
+    trainer = Stage3Trainer(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=3),
+                            datasets=synthetic_datasets(), progress=False)
+    teacher_w = ckpt.read_tensors(ckpt.latest_checkpoint(teacher), "ema.safetensors")
+    for net in (trainer.model.dit, trainer.critic, trainer.teacher):  # all three start as the teacher
+        assert all(torch.equal(net.state_dict()[k], v) for k, v in teacher_w.items())
+    trainer.fit()
+    assert trainer.critic_updates == 6
+    assert all(int(s["step"]) == 2 for s in trainer.optimizer.state.values())  # 2 generator updates
+    assert all(int(s["step"]) == 6 for s in trainer.critic_optimizer.state.values())
+    assert trainer._last_rollout.forwards == [4, 4]  # the student samples each chunk in 4 steps
+    assert all(torch.equal(trainer.teacher.state_dict()[k], v) for k, v in teacher_w.items())  # frozen
+    records = read_metrics(tmp_path / "run")
+    assert [r["critic_updates"] for r in records] == [3, 6]
+    assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "run"))["dmd"]["critic_steps"] == 3
+
+
+class OneBatch(Stage3Trainer):
+    def batch(self):
+        if not hasattr(self, "_fixed"):
+            self._fixed = super().batch()
+        return self._fixed
+
+    def noise_step(self):
+        return 0
+
+
+def test_stage3_overfits_one_batch(tmp_path, teacher):
+    """With one batch and fixed draws, the critic fits the student's samples (its loss halves) and the
+    generator's DMD loss stays finite while the student moves."""
+    config = stage_config("stage3", "max_steps=20", "optim.lr=1e-3", "ema_decay=0.0")
+    trainer = OneBatch(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=3, critic_lr=5e-3),
+                       datasets=synthetic_datasets(), progress=False)
+    before = {k: v.clone() for k, v in trainer.model.dit.state_dict().items()}
+    trainer.fit()
+    records = read_metrics(tmp_path / "run")
+    critic = [r["critic_loss"] for r in records]
+    assert min(critic[-3:]) < 0.5 * critic[0], critic
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.dit.state_dict().items())
+
+
+def test_stage3_resume_is_exact(tmp_path, teacher):
+    sets = BASE_SETS + ["checkpoint.every=2", "dmd.critic_steps=2"]
+    train_stage3(preset="tiny", data=None, out=tmp_path / "full", teacher=teacher, max_steps=4, sets=sets,
+                 progress=False, datasets=synthetic_datasets())
+    train_stage3(preset="tiny", data=None, out=tmp_path / "cut", teacher=teacher, max_steps=2, sets=sets,
+                 progress=False, datasets=synthetic_datasets())
+    train_stage3(preset="tiny", data=None, out=tmp_path / "cut", max_steps=4, resume=True, progress=False,
+                 datasets=synthetic_datasets())  # the teacher and dmd settings come from the checkpoint
+    a, b = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "cut")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    for ra, rb in zip(a, b):
+        assert ra["loss"] == rb["loss"] and ra["critic_loss"] == rb["critic_loss"], (ra, rb)
+    fa, fb = ckpt.latest_checkpoint(tmp_path / "full"), ckpt.latest_checkpoint(tmp_path / "cut")
+    wa, wb = ckpt.read_tensors(fa, "model.safetensors"), ckpt.read_tensors(fb, "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    ca, cb = ckpt.read_torch(fa, "trainer.pt"), ckpt.read_torch(fb, "trainer.pt")
+    assert ca["critic_updates"] == cb["critic_updates"] == 8
+    assert all(torch.equal(ca["critic"][k], cb["critic"][k]) for k in ca["critic"])
+
+
+def test_dmd_settings_are_validated():
+    assert resolve_dmd(["dmd.critic_steps=2", "dmd.collapse.patience=4"]).collapse.patience == 4
+    with pytest.raises(ConfigError, match="unknown field"):
+        resolve_dmd(["dmd.critic_stepz=2"])
+    with pytest.raises(ConfigError, match="t_min"):
+        resolve_dmd(["dmd.t_min=0.9", "dmd.t_max=0.5"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Collapse
+# ---------------------------------------------------------------------------------------------
+
+def test_collapse_thresholds_on_flat_black_and_broken_batches():
+    config = CollapseConfig()
+    real = torch.randn(2, 16, 4, 8, 8)
+    assert problem(batch_stats(torch.randn(2, 16, 4, 8, 8), real), config) is None
+    assert "flat" in problem(batch_stats(torch.full_like(real, 0.3), real), config)
+    assert "drifted" in problem(batch_stats(torch.randn_like(real) - 5, real), config)
+    assert "non-finite" in problem(batch_stats(real * float("nan"), real), config)
+
+
+class CollapsesAt(Stage3Trainer):
+    """The student's outputs are forced flat and black (constant -3) from step `at` on."""
+
+    at = 3
+
+    def rollout(self, batch, step, phase, micro):
+        roll = super().rollout(batch, step, phase, micro)
+        if self.step_count + 1 >= self.at:
+            roll.latents = roll.latents * 0 - 3
+        return roll
+
+
+def test_collapse_stops_training_and_names_the_last_good_checkpoint(tmp_path, teacher):
+    config = stage_config("stage3", "max_steps=6", "ema_decay=0.0", "checkpoint.every=1", "checkpoint.keep_last=5")
+    trainer = CollapsesAt(config, None, tmp_path / "run", teacher=teacher,
+                          dmd=DMDConfig(critic_steps=1, collapse=CollapseConfig(patience=2)),
+                          datasets=synthetic_datasets(), progress=False)
+    with pytest.raises(CollapseError) as err:
+        trainer.fit()
+    message = str(err.value)
+    good = tmp_path / "run" / "checkpoints" / "step_00000002"
+    assert "collapse detected at step 4" in message and "since step 3" in message
+    assert f"last good checkpoint: {good}" in message
+    assert ckpt.latest_checkpoint(tmp_path / "run").name == "step_00000003"  # nothing saved after detection
+    detector = CollapseDetector(CollapseConfig(patience=1))
+    with pytest.raises(CollapseError, match="no checkpoint was written"):
+        detector.check(torch.zeros(2, 3), torch.randn(2, 3), 1, tmp_path / "empty")
