@@ -105,13 +105,15 @@ def lpips_metric():
     except ImportError:
         return None, "unavailable: the lpips package is not installed (pip install lpips)"
     import io
+    import warnings
     from contextlib import redirect_stdout
 
     try:
-        with redirect_stdout(io.StringIO()):  # lpips prints its setup
+        with redirect_stdout(io.StringIO()), warnings.catch_warnings():  # lpips prints its setup
+            warnings.simplefilter("ignore")
             net = lpips.LPIPS(net="alex", version="0.1", verbose=False).eval()
     except Exception as err:  # noqa: BLE001 - any download/loading failure means: not available offline
-        return None, (f"unavailable: lpips {getattr(lpips, '__version__', '')} could not load its AlexNet backbone "
+        return None, (f"unavailable: the lpips package could not load its AlexNet backbone "
                       f"weights offline ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
     return net, f"lpips {getattr(lpips, '__version__', '?')} (AlexNet, v0.1 linear layers)"
 
