@@ -136,6 +136,15 @@ def mean(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return value
 
 
+def any_rank(flag: bool, info: DistInfo) -> bool:
+    """True on every rank when `flag` is true on any (a Ctrl-C seen by one rank stops them all alike)."""
+    if not info.enabled:
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0], device=info.device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
 def barrier(info: DistInfo) -> None:
     if info.enabled:
         dist.barrier()

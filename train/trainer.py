@@ -401,9 +401,10 @@ class Trainer:
         self._stop = False
         previous = self._install_signal_handlers()
         last_saved = self.step_count
+        stopping = False
         try:
             with self._progress() as progress:
-                while self.step_count < c.max_steps and not self._stop:
+                while self.step_count < c.max_steps and not stopping:
                     stats = self._run_step()
                     self.step_count += 1
                     self.samples_seen += stats.samples
@@ -412,12 +413,13 @@ class Trainer:
                     if self.step_count % c.checkpoint.every == 0:
                         self.save()
                         last_saved = self.step_count
+                    stopping = dist_utils.any_rank(self._stop, self.dist)  # all ranks stop after the same step
         finally:
             self._restore_signal_handlers(previous)
             self.metrics.close()
-        if self.step_count != last_saved or ckpt.latest_checkpoint(self.run_dir) is None:
+        if self.step_count != last_saved:  # the same decision on every rank (save is collective)
             self.save()
-        if self._stop:
+        if self._stop or stopping:
             self.log(f"stopped at step {self.step_count}; checkpoint written: continue with --resume")
             raise KeyboardInterrupt
         return {"step": self.step_count, "run_dir": str(self.run_dir)}
