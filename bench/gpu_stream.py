@@ -77,6 +77,9 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=20, help="timed chunks per mode (after warm-up)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up chunks (compilation happens here)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile run")
+    parser.add_argument("--pruned-keep", type=float, default=0.5,
+                        help="also time the structurally pruned VAE decoder keeping this fraction of each residual "
+                             "block's hidden channels (train/pruned_decoder.py); 0 skips that row")
     parser.add_argument("--out", default="bench/results/gpu_stream.md")
     args = parser.parse_args()
 
@@ -101,6 +104,20 @@ def main() -> int:
     rows.append(summarise("eager", timed_rollout(generator, config, device, dtype, args.chunks, args.steps, 1),
                           config.chunk_frames))
     print(rows[-1], flush=True)
+
+    if args.pruned_keep > 0:  # random weights cost what fine-tuned ones do: only the structure matters here
+        from wantofight.train.pruned_decoder import count_parameters, prune_decoder, with_decoder
+
+        full_decoder = vae.autoencoder.decoder
+        pruned, _ = prune_decoder(full_decoder, args.pruned_keep)
+        pruned_generator = StreamingGenerator(model, with_decoder(vae, pruned.to(device, dtype).eval()))
+        timed_rollout(pruned_generator, config, device, dtype, 1, args.steps, seed=0)
+        row = summarise(f"eager, pruned decoder (keep {args.pruned_keep:g}: {count_parameters(pruned) / 1e6:.1f}M of "
+                        f"{count_parameters(full_decoder) / 1e6:.1f}M params)",
+                        timed_rollout(pruned_generator, config, device, dtype, args.chunks, args.steps, 1),
+                        config.chunk_frames)
+        rows.append(row)
+        print(rows[-1], flush=True)
 
     if not args.no_compile:
         import torch._dynamo.config as dynamo_config
@@ -131,7 +148,7 @@ def main() -> int:
         "",
         f"Device: {device_name}; torch {torch.__version__}; random weights; batch 1; rolling KV cache of "
         f"{config.context_chunks} chunks; chunk = {config.chunk_frames} frames; VAE decode included "
-        f"(streaming, full Wan2.1 decoder); peak GPU memory {peak:.1f} GiB.",
+        f"(streaming Wan2.1 decoder); peak GPU memory {peak:.1f} GiB.",
         f"Medians over {args.chunks} chunks after {args.warmup} warm-up chunks. Command: "
         f"`python bench/gpu_stream.py {' '.join(sys.argv[1:])}`",
         "",
@@ -143,6 +160,8 @@ def main() -> int:
                      f"{r['p90_ms']:.1f} | {r['fps']:.1f} | {r['fps_dit_only']:.1f} |")
     if any("compile_warmup_s" in r for r in rows):
         lines += ["", f"torch.compile warm-up (compilation) took {rows[-1]['compile_warmup_s']:.0f} s."]
+    lines += ["", "The pruned-decoder row swaps in the structurally pruned Wan decoder (`wtf train decoder`); "
+              "the other rows use the full decoder."]
     lines += ["", "Paper (WanToFight): 30 FPS at 512x384 on one RTX 5090 (4-step student, pruned VAE decoder)."]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
