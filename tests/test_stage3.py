@@ -231,3 +231,32 @@ def test_collapse_stops_training_and_names_the_last_good_checkpoint(tmp_path, te
     detector = CollapseDetector(CollapseConfig(patience=1))
     with pytest.raises(CollapseError, match="no checkpoint was written"):
         detector.check(torch.zeros(2, 3), torch.randn(2, 3), 1, tmp_path / "empty")
+
+
+@pytest.mark.slow
+def test_cli_stage1_stage2_stage3_on_a_real_dataset(recorded, tmp_path_factory, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from datasets_helpers import small_dataset
+    from wantofight.train import cli as train_cli
+    from wantofight.train import generate_cli
+
+    ds = small_dataset(recorded, tmp_path_factory)
+    root = typer.Typer()
+    generate_cli.register(root, train_cli.app)
+    root.add_typer(train_cli.app, name="train")
+    sets = ["--set", "data.frames=17", "--set", "validation.every=0", "--set", "data.batch_size=1",
+            "--no-progress", "--max-steps", "1"]
+    run = CliRunner().invoke
+    result = run(root, ["train", "stage1", "--data", str(ds), "--out", str(tmp_path / "s1"), *sets])
+    assert result.exit_code == 0, result.output
+    result = run(root, ["train", "stage2", "--init-from", str(tmp_path / "s1"), "--data", str(ds),
+                        "--out", str(tmp_path / "s2"), *sets])
+    assert result.exit_code == 0, result.output
+    result = run(root, ["train", "stage3", "--teacher", str(tmp_path / "s2"), "--data", str(ds),
+                        "--out", str(tmp_path / "s3"), "--set", "dmd.critic_steps=2", *sets])
+    assert result.exit_code == 0, result.output
+    assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "s3"))["stage"] == "stage3"
+    result = run(root, ["train", "stage3", "--data", str(ds), "--out", str(tmp_path / "bad"), *sets])
+    assert result.exit_code == 2 and "needs --teacher" in result.output
