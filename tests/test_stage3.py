@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model_helpers import keys as random_keys, latents as random_latents, one_torch_thread, ref_tokens, tiny_model  # noqa: F401
-from train_helpers import losses, synthetic_datasets, tiny_config
+from train_helpers import synthetic_datasets, tiny_config
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.collapse import CollapseConfig, CollapseDetector, CollapseError, batch_stats, problem
 from wantofight.train.config import ConfigError
