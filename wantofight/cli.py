@@ -14,6 +14,7 @@ from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
 from wantofight.datasets import cli as datasets_cli
 from wantofight.train import cli as train_cli
+from wantofight.train import generate_cli
 from wantofight_model import cli as model_cli
 
 app = typer.Typer(
@@ -31,6 +32,7 @@ datasets_cli.register(app)
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(model_cli.app, name="model")
 app.add_typer(train_cli.app, name="train")
+generate_cli.register(app, train_cli.app)
 
 
 def main() -> None:
