@@ -62,8 +62,12 @@ def validation_video(trainer, dataset, path: Path) -> Path:
     generated = trainer.sample(batch, v.sample_steps, F)  # (1, C, F, h, w)
     vae = trainer.get_vae()
     with trainer.autocast():
-        pixels = vae.decode(torch.cat([batch["latents"][:, :, :F], generated]).float()).float()  # (2, 3, T, H, W)
-    real, fake = (to_uint8(p) for p in pixels[:, :, :frames])
+        if "frames" in batch:  # clips: show the real frames themselves, not a VAE reconstruction
+            real = to_uint8(batch["frames"][0, :frames].transpose(0, 1).float())
+            fake = to_uint8(vae.decode(generated.float()).float()[0, :, :frames])
+        else:
+            pixels = vae.decode(torch.cat([batch["latents"][:, :, :F], generated]).float()).float()  # (2, 3, T, H, W)
+            real, fake = (to_uint8(p) for p in pixels[:, :, :frames])
     keys = batch["keys"][0, :frames].cpu().numpy() > 0.5  # (T, P, 16)
     video = np.concatenate([hud(real, keys), hud(fake, keys)], axis=2)  # side by side
     if trainer.dist.is_main:
