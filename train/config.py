@@ -205,7 +205,7 @@ class TrainConfig:
 
     def model_config(self):
         """The model preset with `model` overrides applied (validated by ModelConfig itself)."""
-        from wantofight_model.config import ModelConfig, VAEConfig
+        from wantofight_model.config import ModelConfig
         from wantofight_model.presets import get_preset
 
         overrides = dict(self.model)
@@ -370,7 +370,7 @@ def _set_path(data: dict, path: list[str], value: Any) -> None:
     node = data
     for i, part in enumerate(path[:-1]):
         if part not in node or not isinstance(node[part], dict):
-            if i == 0 and part == "model":
+            if path[0] == "model":  # model overrides are free-form (validated by ModelConfig), vae nested
                 node[part] = {}
             else:
                 raise ConfigError(f"--set {'.'.join(path)}: {'.'.join(path[:i + 1])} is not a section; sections: "

@@ -48,7 +48,6 @@ def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
     """`train()` with every expected error as one line and exit code 2 (130 after Ctrl-C)."""
     import typer
 
-    from wantofight.train.checkpoint import CheckpointError
     from wantofight.train.config import ConfigError
     from wantofight.train.data import DataError
     from wantofight.train.distributed import teardown
@@ -58,7 +57,7 @@ def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
         train(stage, **kwargs)
     except KeyboardInterrupt:
         raise typer.Exit(130)
-    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
+    except (ConfigError, DataError, TrainError, FileNotFoundError) as err:
         fail(str(err))
     except ImportError as err:
         fail(f"{err} (the trainer needs the model extra: pip install 'wantofight[model]')")

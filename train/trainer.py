@@ -577,7 +577,3 @@ class Trainer:
         else:
             ckpt.set_rng_state(rng)
         self.log(f"resumed from {path} at step {self.step_count}")
-
-
-def summary_json(obj: dict) -> str:
-    return json.dumps(obj, indent=2, default=str)
