@@ -30,6 +30,10 @@ CHECKPOINT_DIR = "checkpoints"
 PREFIX = "step_"
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used (missing, from another preset or stage, incomplete)."""
+
+
 def checkpoint_name(step: int) -> str:
     return f"{PREFIX}{step:08d}"
 
