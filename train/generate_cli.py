@@ -105,9 +105,6 @@ def stage2_command(
 ) -> None:
     """Stage 2: block-causal attention, one noise level per chunk (diffusion forcing), from stage 1."""
     from wantofight.train.run import run_stage
-    from wantofight.train.stage2 import register_stage
-
-    register_stage("stage2", "wantofight.train.stage2:Stage2Trainer")
 
     if init_from is None and not resume:
         fail("stage2 starts from a stage-1 checkpoint: pass --init-from STAGE1_RUN_OR_CKPT (or --resume)")

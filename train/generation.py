@@ -91,9 +91,7 @@ def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:
     from wantofight.train.config import TrainConfig
 
     saved = ckpt.read_config(path)
-    train = dict(saved["train"])
-    train["stage"] = "stage1"  # the stage registry may not list later stages; the model is what matters here
-    return TrainConfig.from_dict(train).model_config(), saved.get("stage", "stage1")
+    return TrainConfig.from_dict(saved["train"]).model_config(), saved.get("stage", "stage1")
 
 
 def load_generator(checkpoint: str | Path, preset: str | None = None, weights: str = "ema",

@@ -9,7 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-STAGE_TRAINERS = {"stage1": "wantofight.train.stage1:Stage1Trainer"}
+STAGE_TRAINERS = {
+    "stage1": "wantofight.train.stage1:Stage1Trainer",
+    "stage2": "wantofight.train.stage2:Stage2Trainer",
+    "stage3": "wantofight.train.stage3:Stage3Trainer",
+}
 
 
 def trainer_class(stage: str):

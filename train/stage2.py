@@ -39,22 +39,6 @@ from wantofight.train.stage1 import Stage1Trainer
 from wantofight.train.trainer import TrainError
 
 
-def register_stage(name: str, target: str) -> None:
-    """Make `name` a valid `TrainConfig.stage` and a `train()` stage.
-
-    train/config.py (STAGES) and train/run.py (STAGE_TRAINERS) list stage 1 only; until they list
-    stages 2 and 3 themselves, importing this module extends both registries in place.
-    """
-    from wantofight.train import config, run
-
-    if name not in config.STAGES:
-        config.STAGES = config.STAGES + (name,)
-    run.STAGE_TRAINERS.setdefault(name, target)
-
-
-register_stage("stage2", "wantofight.train.stage2:Stage2Trainer")
-
-
 def is_trainer_checkpoint(path: str | Path) -> bool:
     path = Path(path)
     return path.is_dir() and ((path / "config.json").exists() or (path / "checkpoints").is_dir())

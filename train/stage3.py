@@ -35,11 +35,8 @@ from wantofight.train import distributed as dist_utils
 from wantofight.train.collapse import CollapseConfig, CollapseDetector
 from wantofight.train.config import ConfigError, parse_set
 from wantofight.train.dmd import critic_loss, generator_loss, self_forcing_rollout
-from wantofight.train.stage2 import Stage2Trainer, load_trainer_weights, register_stage
+from wantofight.train.stage2 import Stage2Trainer, load_trainer_weights
 from wantofight.train.trainer import StepStats, TrainError
-
-register_stage("stage3", "wantofight.train.stage3:Stage3Trainer")
-
 
 @dataclass
 class DMDConfig:
