@@ -40,7 +40,7 @@ def files(tmp_path_factory):
     for name in ("first", "p1", "p2"):
         writer = Mp4Writer(d / f"{name}.mp4")
         writer.write(rng.integers(0, 255, (9 if name == "first" else 1, 48, 64, 3), dtype=np.uint8))
-        writer.close()
+        writer.commit()
     return d
 
 
@@ -127,3 +127,15 @@ def read_key_file_text(text: str):
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "k.keys").write_text(text)
         return read_key_file(Path(d) / "k.keys")
+
+
+def test_prompt_frames_picks_a_prefix_and_a_failed_run_leaves_no_file(files, tmp_path):
+    out = tmp_path / "out.mp4"
+    base = ["generate", "--checkpoint", str(files / "model.safetensors"),
+            "--keys", str(files / "fight.keys"), "--refs", f"{files / 'p1.mp4'},{files / 'p2.mp4'}", "--out", str(out)]
+    result = CliRunner().invoke(app(), [*base, "--first-frames", str(files / "first.mp4"), "--prompt-frames", "4"])
+    assert result.exit_code != 0 and "--prompt-frames 4: must be 1 + 8 m frames" in " ".join(result.output.split())
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    result = CliRunner().invoke(app(), [*base, "--first-frames", str(files / "first.mp4"), "--prompt-frames", "1"])
+    assert result.exit_code == 0, result.output
+    assert out.exists() and not list(tmp_path.glob(".*.tmp"))

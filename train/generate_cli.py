@@ -37,6 +37,7 @@ def generate_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the noise draws."),
     fps: int = typer.Option(30, "--fps", help="Frame rate written into the MP4."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    prompt: Optional[int] = typer.Option(None, "--prompt-frames", help="Use the first 1 + 8 m frames of --first-frames as the prompt (default: the longest such prefix)."),
 ) -> None:
     """Stream a video from a checkpoint, a first frame, a key file and reference images (any length)."""
     from wantofight.collect.keyfile import KeyFileError
@@ -46,7 +47,7 @@ def generate_command(
         fail(f"--steps must be >= 1, got {steps}")
     try:
         result = generate_from_files(checkpoint, first_frames, keys, [r for r in refs.split(",") if r], out, steps,
-                                     hud, preset, weights, decoder, sampler, seed, fps, device)
+                                     hud, preset, weights, decoder, sampler, seed, fps, device, prompt_count=prompt)
     except (GenerationError, KeyFileError, FileNotFoundError, ValueError) as err:
         fail(str(err))
     ms = [1000 * s for s in result.chunk_seconds]

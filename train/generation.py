@@ -172,12 +172,18 @@ def read_frames(path: str | Path) -> np.ndarray:
     return np.stack(frames)
 
 
-def prompt_frames(frames: np.ndarray, config: ModelConfig) -> torch.Tensor:
-    """(T, h, w, 3) uint8 -> the longest prompt 1 + 8 m frames long, (1, 3, 1 + 8 m, H, W) in [-1, 1]."""
+def prompt_frames(frames: np.ndarray, config: ModelConfig, count: int | None = None) -> torch.Tensor:
+    """(T, h, w, 3) uint8 -> a prompt 1 + 8 m frames long, (1, 3, 1 + 8 m, H, W) in [-1, 1]: the first
+    `count` frames, or the longest such prompt when `count` is None."""
     from wantofight.datasets.frames import resize_to_model
 
     L = config.chunk_frames
     keep = 1 + L * ((len(frames) - 1) // L)
+    if count is not None:
+        if count < 1 or (count - 1) % L or count > len(frames):
+            raise GenerationError(f"--prompt-frames {count}: must be 1 + {L} m frames and at most the "
+                                  f"{len(frames)} frames given")
+        keep = count
     x = resize_to_model(frames[:keep], (config.height, config.width))  # (T, 3, H, W)
     return x.permute(1, 0, 2, 3)[None]
 
@@ -264,39 +270,40 @@ def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarr
 
 
 class Mp4Writer:
-    """Append frames to a lossless RGB H.264 MP4 (as the validation videos), renamed into place on close."""
+    """Append frames chunk by chunk to an MP4 (the recorder's lossless writer) under a temporary name;
+    `commit()` renames it into place, `discard()` removes it."""
 
     def __init__(self, path: Path, fps: int = 30):
-        import av
-
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.with_name(f".{self.path.name}.tmp")
-        self.container = av.open(str(self.tmp), mode="w", format="mp4")
         self.fps = fps
-        self.stream = None
+        self.video = None
 
     def write(self, frames: np.ndarray) -> None:
-        import av
+        from wantofight.collect.episode_files import VideoWriter
 
         H, W = frames.shape[1:3]
-        if H % 2 or W % 2:
+        if H % 2 or W % 2:  # H.264 wants even sizes
             frames = np.pad(frames, ((0, 0), (0, H % 2), (0, W % 2), (0, 0)))
-        if self.stream is None:
-            self.stream = self.container.add_stream("libx264rgb", rate=self.fps)
-            self.stream.width, self.stream.height = frames.shape[2], frames.shape[1]
-            self.stream.pix_fmt = "rgb24"
-            self.stream.options = {"crf": "0", "preset": "ultrafast"}
+        if self.video is None:
+            self.video = VideoWriter(self.tmp, self.fps, frames.shape[2], frames.shape[1])
         for frame in frames:
-            for packet in self.stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")):
-                self.container.mux(packet)
+            self.video.write(frame)
 
-    def close(self) -> None:
-        if self.stream is not None:
-            for packet in self.stream.encode():
-                self.container.mux(packet)
-        self.container.close()
+    def commit(self) -> None:
+        if self.video is None:
+            raise GenerationError(f"no frames were written to {self.path}")
+        self.video.close()
         self.tmp.replace(self.path)
+
+    def discard(self) -> None:
+        if self.video is not None:
+            try:
+                self.video.close()
+            except Exception:  # an encoder that failed mid-write may not close cleanly; the file goes anyway
+                pass
+        self.tmp.unlink(missing_ok=True)
 
 
 def draw_hud(frames: np.ndarray, masks: np.ndarray, start_row: int) -> np.ndarray:
@@ -322,22 +329,24 @@ def generate_video(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndar
             writer.write(draw_hud(frames, rows, result.frames) if hud else frames)
             result.frames += len(frames)
             t0 = time.perf_counter()
-    finally:
-        writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+    writer.commit()
     return result
 
 
 def generate_from_files(checkpoint: str | Path, first_frames: str | Path, keys: str | Path, refs: list[str],
                         out: str | Path, steps: int = 4, hud: bool = False, preset: str | None = None,
                         weights: str = "ema", decoder: str | Path | None = None, sampler: str | None = None,
-                        seed: int = 0, fps: int = 30, device: str = "cpu", prompt_sigma: float = 0.0
-                        ) -> GenerationResult:
+                        seed: int = 0, fps: int = 30, device: str = "cpu", prompt_sigma: float = 0.0,
+                        prompt_count: int | None = None) -> GenerationResult:
     """`wtf generate`: files in, MP4 out."""
     from wantofight.collect.keyfile import read_key_file
 
     loaded = load_generator(checkpoint, preset, weights, device, decoder)
     script = read_key_file(keys)
-    prompt = prompt_frames(read_frames(first_frames), loaded.config)
+    prompt = prompt_frames(read_frames(first_frames), loaded.config, prompt_count)
     ref = reference_images(refs, loaded.config)
     return generate_video(loaded, prompt, key_rows(script.p1, script.p2), ref, Path(out), steps, hud, fps,
                           sampler, seed, prompt_sigma)

@@ -219,12 +219,21 @@ class Trainer:
         if absent:  # a small dataset may lack a tier: its weight goes to the others (said aloud)
             self.log(f"[yellow]note:[/] the train split has no {', '.join(absent)} clips; the curriculum "
                      "phases use the other tiers")
-            for phase in phases:
-                phase["weights"] = {t: w for t, w in phase["weights"].items() if t in tiers} or phase["weights"]
+            for number, phase in enumerate(phases, start=1):
+                kept = {t: w for t, w in phase["weights"].items() if t in tiers}
+                if not kept:
+                    raise TrainError(
+                        f"curriculum phase {number} uses only {', '.join(phase['weights'])}, which the train split "
+                        f"of {self.data_path} lacks (it holds {', '.join(sorted(tiers))}); add such clips or set "
+                        "data.curriculum in a --config file")
+                phase["weights"] = kept
         schedule = CurriculumSchedule.from_dict({"phases": phases})
-        return CurriculumSampler(self.datasets["train"].item_tiers, schedule, self.config.data.batch_size,
-                                 seed=self.config.seed, rank=self.dist.rank, world_size=self.dist.world_size,
-                                 start_step=start_step)
+        try:
+            return CurriculumSampler(self.datasets["train"].item_tiers, schedule, self.config.data.batch_size,
+                                     seed=self.config.seed, rank=self.dist.rank, world_size=self.dist.world_size,
+                                     start_step=start_step)
+        except ValueError as err:  # e.g. a tier with fewer clips than one global batch
+            raise TrainError(str(err)) from None
 
     def build_loader(self, dataset, sampler):
         from wantofight.train.data import datasets_api
