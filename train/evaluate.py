@@ -7,8 +7,8 @@ rolling KV cache, exactly as `wtf generate` does. Each generated frame is compar
 emulator frame of the same row (both as the uint8 RGB frames a video would hold, at the model's
 resolution):
 
-    PSNR   torchmetrics.functional.peak_signal_noise_ratio, data range 1, per clip over all frames
-    SSIM   torchmetrics.functional.structural_similarity_index_measure (Gaussian 11x11, sigma 1.5)
+    PSNR   torchmetrics.functional.image.peak_signal_noise_ratio, data range 1, per clip over all frames
+    SSIM   torchmetrics.functional.image.structural_similarity_index_measure (Gaussian 11x11, sigma 1.5)
     LPIPS  the `lpips` package (AlexNet, v0.1), only when its AlexNet backbone weights are available
            offline (torchvision's cache); otherwise reported as unavailable, with the reason, never guessed
 
@@ -92,7 +92,7 @@ def _mean(values) -> float:
 
 def _torchmetrics():
     try:
-        from torchmetrics.functional import peak_signal_noise_ratio, structural_similarity_index_measure
+        from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
     except ImportError as err:
         raise EvalError("wtf eval needs torchmetrics for PSNR/SSIM: pip install torchmetrics") from err
     return peak_signal_noise_ratio, structural_similarity_index_measure
