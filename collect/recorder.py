@@ -82,31 +82,34 @@ class Recorder:
         self.start_state: bytes = self.env.initial_state
         self.table = game.buttons
         self.done = DoneCondition.load(game.scenario_path())
+        self._presses: dict[int, tuple[np.ndarray, int, list[bool]]] = {}
 
     def close(self) -> None:
         self.env.close()
 
     # ------------------------------------------------------------------------------------------
 
+    def _press(self, mask: int) -> tuple[np.ndarray, int, list[bool]]:
+        """A wish → (core buttons, the mask they mean, the buttons as movie keys); cached per mask."""
+        pressed = self._presses.get(mask)
+        if pressed is None:
+            buttons = self.table.to_buttons(mask)
+            pressed = self._presses[mask] = (buttons, self.table.from_buttons(buttons), [bool(b) for b in buttons])
+        return pressed
+
     def _step(self, masks: tuple[int, int], movie) -> tuple[int, int]:
         """Hold `masks` for `frame_skip` emulator steps; returns the masks the core received."""
         em = self.env.em
-        received = []
-        for p in range(2):
-            if p < self.game.players:
-                buttons = self.table.to_buttons(masks[p])
-                received.append(self.table.from_buttons(buttons))
-                em.set_button_mask(buttons, p)
-            else:
-                received.append(0)
+        presses = [self._press(masks[p]) for p in range(self.game.players)]
+        for p, (buttons, _, _) in enumerate(presses):
+            em.set_button_mask(buttons, p)
         for _ in range(self.config.frame_skip):
-            if movie is not None:
-                for p in range(self.game.players):
-                    buttons = self.table.to_buttons(received[p])
-                    for i, pressed in enumerate(buttons):
-                        movie.set_key(i, bool(pressed), p)
-                movie.step()
+            for p, (_, _, keys) in enumerate(presses):
+                for i, key in enumerate(keys):
+                    movie.set_key(i, key, p)
+            movie.step()
             em.step()
+        received = [received for _, received, _ in presses] + [0] * (2 - self.game.players)
         return received[0], received[1]
 
     def record(self, job: EpisodeJob, out_dir: Path, on_frames: Callable[[int], None] | None = None,
@@ -133,7 +136,7 @@ class Recorder:
         video = files.VideoWriter(out_dir / "video.mp4", self.config.fps, width, height)
         p1_keys: list[int] = []
         p2_keys: list[int] = []
-        ram: dict[str, list[int]] = {}
+        ram_rows: list[dict[str, int]] = []
         ended_by = "max_frames"
         t = 0
         masks = (0, 0)
@@ -144,8 +147,7 @@ class Recorder:
                 video.write(em.get_screen())
                 p1_keys.append(received[0])
                 p2_keys.append(received[1])
-                for name, value in values.items():
-                    ram.setdefault(name, []).append(int(value))
+                ram_rows.append(values)
                 t += 1
                 if on_frames is not None and t % 64 == 0:
                     on_frames(64)
@@ -165,6 +167,7 @@ class Recorder:
             movie.close()
         if on_frames is not None:
             on_frames(t % 64)
+        ram = {name: [int(row[name]) for row in ram_rows] for name in ram_rows[0]}
         files.write_frames_table(out_dir / "frames.parquet", p1_keys, p2_keys, ram)
         seconds = time.perf_counter() - started
         files.write_json(out_dir / "meta.json", self.meta(job, seeds, policies, t, width, height, ended_by))
