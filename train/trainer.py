@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from wantofight.datasets.loader import frames_to_model
 from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
 from wantofight.train.config import TrainConfig, format_config
@@ -278,10 +279,12 @@ class Trainer:
             if "latents" in raw:
                 out["latents"] = raw["latents"].to(self.device, torch.float32, non_blocking=True)
             else:
-                frames = raw["frames"].to(self.device, non_blocking=True).transpose(1, 2)  # (B, 3, T, H, W)
+                frames = raw["frames"].to(self.device, non_blocking=True)
+                if not frames.dtype.is_floating_point:  # uint8 native frames -> model size, [-1, 1]
+                    frames = frames_to_model(frames, (self.model_config.height, self.model_config.width))
                 with self.autocast():
-                    out["latents"] = self.get_vae().encode(frames).float()
-                out["frames"] = raw["frames"]
+                    out["latents"] = self.get_vae().encode(frames.transpose(1, 2)).float()  # VAE takes (B, 3, T, H, W)
+                out["frames"] = frames  # (B, T, 3, H, W) in [-1, 1]
             out["keys"] = raw["keys"].to(self.device, torch.float32, non_blocking=True)
             if "ref_tokens" in raw:
                 out["ref_tokens"] = raw["ref_tokens"].to(self.device, torch.float32, non_blocking=True)
