@@ -6,21 +6,12 @@ import pytest
 import torch
 
 from model_helpers import one_torch_thread  # noqa: F401 - autouse: single-threaded tiny tensors
-from train_helpers import losses, synthetic_datasets, tiny_config
+from train_helpers import BASE_SETS, FixedBatch, FixedDraws, losses, stage_config, synthetic_datasets, tiny_config
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.run import train
 from wantofight.train.stage1 import Stage1Trainer
 from wantofight.train.stage2 import Stage2Trainer
 from wantofight.train.trainer import TrainError
-
-BASE_SETS = ["data.frames=17", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
-             "optim.warmup_steps=0"]
-
-
-def stage_config(stage: str, *sets: str):
-    config = tiny_config(*sets)
-    return type(config).from_dict({**config.to_dict(), "stage": stage})
-
 
 @pytest.fixture(scope="module")
 def stage1_run(tmp_path_factory):
@@ -50,14 +41,8 @@ def test_each_chunk_gets_its_own_timestep_and_the_model_is_told(tmp_path, stage1
     assert torch.equal(timesteps, trainer.flow.timestep(trainer.last_sigmas))
 
 
-class OneBatch(Stage2Trainer):
-    def batch(self):
-        if not hasattr(self, "_fixed"):
-            self._fixed = super().batch()
-        return self._fixed
-
-    def loss(self, batch, micro, step=None):
-        return super().loss(batch, micro, step=0)
+class OneBatch(FixedBatch, FixedDraws, Stage2Trainer):
+    pass
 
 
 def test_stage2_overfits_one_batch(tmp_path, stage1_run):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model_helpers import keys as random_keys, latents as random_latents, one_torch_thread, ref_tokens, tiny_model  # noqa: F401
-from train_helpers import synthetic_datasets, tiny_config
+from train_helpers import BASE_SETS, FixedBatch, stage_config, synthetic_datasets
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.collapse import CollapseConfig, CollapseDetector, CollapseError, batch_stats, problem
 from wantofight.train.config import ConfigError
@@ -17,15 +17,6 @@ from wantofight.train.stage2 import Stage2Trainer
 from wantofight.train.stage3 import DMDConfig, Stage3Trainer, resolve_dmd, train_stage3
 from wantofight_model.generate import StreamingGenerator
 from wantofight_model.scheduler import FlowMatchScheduler
-
-BASE_SETS = ["data.frames=17", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
-             "optim.warmup_steps=0"]
-
-
-def stage_config(stage: str, *sets: str):
-    config = tiny_config(*sets)
-    return type(config).from_dict({**config.to_dict(), "stage": stage})
-
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
@@ -138,12 +129,7 @@ def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
     assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "run"))["dmd"]["critic_steps"] == 3
 
 
-class OneBatch(Stage3Trainer):
-    def batch(self):
-        if not hasattr(self, "_fixed"):
-            self._fixed = super().batch()
-        return self._fixed
-
+class OneBatch(FixedBatch, Stage3Trainer):
     def noise_step(self):
         return 0
 

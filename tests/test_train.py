@@ -9,7 +9,7 @@ import signal
 import pytest
 import torch
 
-from train_helpers import SyntheticLatentDataset, losses, synthetic_datasets, tiny_config
+from train_helpers import FixedBatch, FixedDraws, SyntheticLatentDataset, losses, synthetic_datasets, tiny_config
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, resolve_config
 from wantofight.train.data import DataError
@@ -48,16 +48,8 @@ def test_set_overrides_are_typed_and_bad_ones_name_the_valid_fields(tmp_path):
 # Training
 # ---------------------------------------------------------------------------------------------
 
-class OneBatchTrainer(Stage1Trainer):
+class OneBatchTrainer(FixedBatch, FixedDraws, Stage1Trainer):
     """The same batch and the same noise draws at every step: the loss can only go down by fitting."""
-
-    def batch(self):
-        if not hasattr(self, "_fixed"):
-            self._fixed = super().batch()
-        return self._fixed
-
-    def loss(self, batch, micro, step=None):
-        return super().loss(batch, micro, step=0)
 
 
 def test_overfit_one_batch_halves_the_loss_within_30_steps(tmp_path):

@@ -11,11 +11,35 @@ TIERS = ("single-action", "dual-action", "full-match")
 FRAMES = 17  # chunk 0 + 2 chunks of 8: 5 latent frames, enough for every code path and fast on CPU
 
 
+BASE_SETS = [f"data.frames={FRAMES}", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
+             "optim.warmup_steps=0"]
+
+
 def tiny_config(*sets: str, **fields):
     """The tiny train preset at 17 frames, no validation, no checkpoints between steps."""
-    base = [f"data.frames={FRAMES}", "data.batch_size=2", "checkpoint.every=1000", "validation.every=0",
-            "optim.warmup_steps=0"]
-    return resolve_config("tiny", sets=base + list(sets), **fields)
+    return resolve_config("tiny", sets=BASE_SETS + list(sets), **fields)
+
+
+def stage_config(stage: str, *sets: str):
+    """`tiny_config` for another stage."""
+    config = tiny_config(*sets)
+    return type(config).from_dict({**config.to_dict(), "stage": stage})
+
+
+class FixedBatch:
+    """Trainer mixin: train on the first batch at every step (overfit-one-batch tests)."""
+
+    def batch(self):
+        if not hasattr(self, "_fixed"):
+            self._fixed = super().batch()
+        return self._fixed
+
+
+class FixedDraws:
+    """Trainer mixin: the noise draws of step 0 at every step, so the loss can only fall by fitting."""
+
+    def loss(self, batch, micro, step=None):
+        return super().loss(batch, micro, step=0)
 
 
 class SyntheticLatentDataset:
