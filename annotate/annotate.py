@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from wantofight.annotate import events as ev
 from wantofight.annotate import labels as lb
 from wantofight.annotate.episode import Episode, EpisodeError, episode_dirs, load_episode
-from wantofight.annotate.rules import GameRules, rules_for
+from wantofight.annotate.rules import rules_for
 
 ANNOTATION_VERSION = 1
 ANNOTATIONS_FILE = "annotations.parquet"

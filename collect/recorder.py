@@ -124,7 +124,7 @@ class Recorder:
             policy.reset(PlayerContext(player=p, game=self.game, seed=seeds[p], episode_seed=job.seed,
                                        deterministic=self.config.deterministic))
 
-        env, em, data = self.env, self.env.em, self.env.data
+        em, data = self.env.em, self.env.data
         em.set_state(self.start_state)
         data.reset()
         files.write_state(out_dir / "start.state", self.start_state)

@@ -119,7 +119,6 @@ def to_model(frames, size: tuple[int, int], mode: str = "stretch"):
 
     The loader's `uint8` mode ships native frames and calls this on the GPU; the default float
     mode calls it in the worker. Both give the same numbers."""
-    import torch
     import torch.nn.functional as F
 
     lead, (h, w) = frames.shape[:-3], frames.shape[-2:]
