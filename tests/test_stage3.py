@@ -12,6 +12,7 @@ from wantofight.train import checkpoint as ckpt
 from wantofight.train.collapse import CollapseConfig, CollapseDetector, CollapseError, batch_stats, problem
 from wantofight.train.config import ConfigError
 from wantofight.train.dmd import dmd_gradient, dmd_loss, dmd_sigmas, generator_loss, self_forcing_rollout
+from wantofight.train.generation import read_frames
 from wantofight.train.metrics import read_metrics
 from wantofight.train.stage2 import Stage2Trainer
 from wantofight.train.stage3 import DMDConfig, Stage3Trainer, resolve_dmd, train_stage3
@@ -224,11 +225,16 @@ def test_cli_stage1_stage2_stage3_on_a_real_dataset(recorded, tmp_path_factory, 
     import typer
     from typer.testing import CliRunner
 
-    from datasets_helpers import small_dataset
+    from wantofight.annotate.curriculum import BuildOptions, build_curriculum
     from wantofight.train import cli as train_cli
     from wantofight.train import generate_cli
 
-    ds = small_dataset(recorded, tmp_path_factory)
+    # A drill run and a 2-episode match run; the match run gives val one episode (validation runs).
+    drill = recorded(policy="drill", fps=30, episodes=1, max_frames=600)
+    match = recorded(policy="scripted", p2_policy="random", episodes=2, max_frames=400, fps=30, seed=1)
+    ds = tmp_path / "ds"
+    build_curriculum([drill, match], ds, BuildOptions(clip_frames=33, val_fraction=0.5, seed=0, balance=False),
+                     workers=2, progress=False)
     root = typer.Typer()
     generate_cli.register(root, train_cli.app)
     root.add_typer(train_cli.app, name="train")
@@ -237,12 +243,18 @@ def test_cli_stage1_stage2_stage3_on_a_real_dataset(recorded, tmp_path_factory, 
     run = CliRunner().invoke
     result = run(root, ["train", "stage1", "--data", str(ds), "--out", str(tmp_path / "s1"), *sets])
     assert result.exit_code == 0, result.output
+    # Stages 2 and 3 also validate: loss per tier and a streamed clip with the key HUD.
+    with_validation = [*sets, "--set", "validation.every=1", "--set", "validation.video_frames=17"]
     result = run(root, ["train", "stage2", "--init-from", str(tmp_path / "s1"), "--data", str(ds),
-                        "--out", str(tmp_path / "s2"), *sets])
+                        "--out", str(tmp_path / "s2"), *with_validation])
     assert result.exit_code == 0, result.output
     result = run(root, ["train", "stage3", "--teacher", str(tmp_path / "s2"), "--data", str(ds),
-                        "--out", str(tmp_path / "s3"), "--set", "dmd.critic_steps=2", *sets])
+                        "--out", str(tmp_path / "s3"), "--set", "dmd.critic_steps=2", *with_validation])
     assert result.exit_code == 0, result.output
+    for stage in ("s2", "s3"):
+        videos = list((tmp_path / stage / "val").glob("step_*.mp4"))
+        assert videos, f"{stage} wrote no validation video"
+        assert read_frames(videos[0]).shape[0] == 17
     assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "s3"))["stage"] == "stage3"
     result = run(root, ["train", "stage3", "--data", str(ds), "--out", str(tmp_path / "bad"), *sets])
     assert result.exit_code == 2 and "needs --teacher" in result.output

@@ -348,7 +348,7 @@ def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: Deco
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if (step + 1) % max(1, config.steps // 10) == 0:
             log(f"step {step + 1}/{config.steps}  loss {loss.item():.5f}")
     pruned.eval().requires_grad_(False)
