@@ -80,3 +80,21 @@ def test_stage2_resume_is_exact(tmp_path, stage1_run):
     wb = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "cut"))["stage"] == "stage2"
+
+
+@pytest.mark.slow
+def test_stage2_on_two_ddp_processes_trains_like_one_process(tmp_path, stage1_run):
+    """torchrun-style DDP (gloo on CPU): 2 ranks x batch 1 give the losses of 1 process x batch 2."""
+    import torch.multiprocessing as mp
+
+    from train_helpers import fit_worker, free_port
+
+    train("stage2", preset="tiny", data=None, out=tmp_path / "single", max_steps=3, init_from=stage1_run,
+          sets=BASE_SETS, progress=False, datasets=synthetic_datasets())
+    sets = ["data.batch_size=1", "parallel=ddp", "max_steps=3"]
+    mp.spawn(fit_worker, args=(2, free_port(), str(tmp_path / "ddp"), sets, False, "stage2", str(stage1_run)),
+             nprocs=2)
+    a, b = losses(tmp_path / "single"), losses(tmp_path / "ddp")
+    assert sorted(b) == [1, 2, 3]
+    for step in a:
+        assert b[step] == pytest.approx(a[step], rel=1e-5), step

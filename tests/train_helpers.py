@@ -142,18 +142,19 @@ def ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
         teardown()
 
 
-def fit_worker(rank: int, world: int, port: int, out_dir: str, sets: list[str], resume: bool) -> None:
-    """One rank of a `fit()` run under torchrun-like environment variables (gloo on CPU)."""
+def fit_worker(rank: int, world: int, port: int, out_dir: str, sets: list[str], resume: bool,
+               stage: str = "stage1", init_from: str | None = None) -> None:
+    """One rank of a stage's `train()` under torchrun-like environment variables (gloo on CPU)."""
     import os
 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
                        "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank)})
     from wantofight.train.distributed import teardown
-    from wantofight.train.stage1 import Stage1Trainer
+    from wantofight.train.run import train
 
     torch.set_num_threads(1)
     try:
-        Stage1Trainer(tiny_config(*sets), None, out_dir, resume=resume, datasets=synthetic_datasets(),
-                      progress=False).fit()
+        train(stage, preset="tiny", data=None, out=out_dir, resume=resume, init_from=init_from,
+              sets=BASE_SETS + list(sets), progress=False, datasets=synthetic_datasets())
     finally:
         teardown()
