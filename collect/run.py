@@ -154,7 +154,7 @@ def worker_main(game_name: str, config: RecordConfig, episodes_dir: str, jobs, e
             files.publish(tmp, Path(episodes_dir) / job.episode_id)
             events.put(("episode", result))
     except OSError as err:
-        events.put(("error", f"cannot write episode: {err.strerror or err}"))
+        events.put(("error", f"cannot write episodes to {episodes_dir}: {err.strerror or err} (finished episodes are kept)"))
     except Exception as err:  # reported to the parent, which prints one line and exits non-zero
         events.put(("error", f"{type(err).__name__}: {err}"))
     finally:

@@ -223,6 +223,17 @@ def test_bad_key_file_line_is_named(tmp_path):
     assert result.exit_code == 2 and "bad.keys:2: unknown key 'PUNCH'" in " ".join(result.output.split())
 
 
+def test_a_full_disk_is_a_clear_error_and_leaves_no_partial_episode(tmp_path):
+    """`ulimit -f` makes writes past 200 KiB fail with EFBIG, as a full disk fails with ENOSPC."""
+    out = tmp_path / "full"
+    command = (f"ulimit -f 200; {sys.executable} -m wantofight.cli collect --policy random --episodes 1 "
+               f"--max-frames 600 --fps 60 --no-progress --out {out}")
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"cannot write episodes to {out / 'episodes'}: File too large" in " ".join(proc.stderr.split())
+    assert list((out / "episodes").iterdir()) == []
+
+
 def test_unwritable_out_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
