@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import console, errors, fail
+from wantofight.cli_util import console, fail, warn
 
 
 def annotate_command(
@@ -28,7 +28,7 @@ def annotate_command(
         fail(str(err))
     for report in reports:
         if report["status"] == "skipped":
-            errors.print(f"[yellow]warning:[/] skipped {report['reason']}", soft_wrap=True, highlight=False)
+            warn(f"skipped {report['reason']}")
     done = sum(r["status"] != "skipped" for r in reports)
     missing = sorted({item["what"] for r in reports for item in r.get("not_computed", [])})
     note = f" (not computable for this game: {', '.join(missing)})" if missing else ""
@@ -65,17 +65,13 @@ def build_curriculum_command(
             shard_size_mb=shard_size_mb, exclude=str(exclude) if exclude else None, seed=seed, context=context,
             balance=balance, strict=strict,
         )
-        manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=_warn)
+        manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=warn)
     except (BuildError, ValueError) as err:
         fail(str(err))
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     skipped = len(manifest["episodes"]["skipped"])
     console.print(f"wrote {manifest['clips']} clips (train/val: {counts}) from {manifest['episodes']['used']} "
                   f"episode(s), {skipped} skipped → {out.resolve()}")
-
-
-def _warn(message: str) -> None:
-    errors.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, errors, fail
+from wantofight.cli_util import console, fail, warn
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -55,16 +55,12 @@ def encode_command(
         manifest = encode_dataset(ds_dir, out, vae=vae, clip=clip, frames=frames, size=hw, ref_size=ref_size,
                                   tiers=tiers, batch_size=batch_size, workers=workers, device=device,
                                   exclude=exclude, skip_corrupt=skip_corrupt, shard_size_mb=shard_size_mb,
-                                  clip_model=clip_model, resize=resize, progress=progress, warn=_warn)
+                                  clip_model=clip_model, resize=resize, progress=progress, warn=warn)
     except (ValueError, FileNotFoundError, DatasetError, OSError) as err:
         fail(str(err))
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     console.print(f"encoded {sum(sum(c.values()) for c in manifest['counts'].values())} windows of {frames} frames "
                   f"(train/val: {counts}) → latents {manifest['latent_shape']} in {out.resolve()}")
-
-
-def _warn(message: str) -> None:
-    errors.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
