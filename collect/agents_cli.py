@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from wantofight.cli_util import console, fail
+from wantofight.cli_util import console, fail, typed_options
 
 app = typer.Typer(help="Train and evaluate learned (PPO) fighters.", no_args_is_help=True)
 
@@ -35,7 +35,7 @@ def train_command(
     """Train a PPO fighter (stable-baselines3) against a policy or against itself."""
     from wantofight.collect.agents import AgentError, TrainConfig, train
 
-    given = {name for name, typed in _typed(ctx).items() if typed}
+    given = typed_options(ctx, TRAIN_OPTIONS)
     try:
         config = TrainConfig(game=game, player=player, opponent=opponent, steps=steps, envs=envs, seed=seed,
                              checkpoint_every=checkpoint_every, frame_skip=frame_skip, n_steps=n_steps,
@@ -52,12 +52,8 @@ def train_command(
                   f"matches, recent win rate {win}) → {result.final}")
 
 
-def _typed(ctx: typer.Context) -> dict[str, bool]:
-    """Which settings the user typed (so --resume can refuse conflicting ones)."""
-    names = ("game", "player", "opponent", "envs", "seed", "checkpoint_every", "frame_skip", "n_steps", "batch_size",
-             "steps")
-    # By name: typer may bring its own copy of click's ParameterSource enum.
-    return {n: getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE" for n in names}
+TRAIN_OPTIONS = ("game", "player", "opponent", "envs", "seed", "checkpoint_every", "frame_skip", "n_steps",
+                 "batch_size", "steps")
 
 
 @app.command("eval")

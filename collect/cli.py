@@ -7,13 +7,14 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail
+from wantofight.cli_util import console, fail, typed_options
 
 
 def collect_command(
     ctx: typer.Context,
     policy: str = typer.Option(
-        "scripted", help="Policy for both players: idle, random, scripted, drill, keys:PATH (ppo:CKPT with [ppo])."
+        "scripted", help="Policy for both players: idle, random, scripted, drill, keys:PATH, ppo:CHECKPOINT, "
+                         "ppo-ladder:DIR."
     ),
     p2_policy: Optional[str] = typer.Option(None, help="Policy for player 2 (default: the same as --policy)."),
     game: str = typer.Option("duel", help="Game: the built-in `duel` or an imported stable-retro game (see `wtf games`)."),
@@ -31,7 +32,7 @@ def collect_command(
     """Record both players' keys, frames and RAM from the emulator, frame-exactly."""
     from wantofight.collect.run import CollectError, RunSettings, collect
 
-    given = {name for name, source in _sources(ctx).items() if source}
+    given = typed_options(ctx, RUN_OPTIONS)
     try:
         settings = RunSettings(
             game=game, state=state, policy=policy, p2_policy=p2_policy, episodes=episodes,
@@ -48,11 +49,7 @@ def collect_command(
     console.print(f"recorded {len(results)} episode(s), {frames:,} frames → {(out / 'episodes').resolve()}")
 
 
-def _sources(ctx: typer.Context) -> dict[str, bool]:
-    """Which run settings the user typed (so --resume can refuse conflicting ones)."""
-    names = ("game", "state", "policy", "p2_policy", "max_frames", "fps", "seed", "episodes", "deterministic")
-    # Compared by name: Typer may bundle its own click, whose enum is a different class.
-    return {n: getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE" for n in names}
+RUN_OPTIONS = ("game", "state", "policy", "p2_policy", "max_frames", "fps", "seed", "episodes", "deterministic")
 
 
 def replay_command(

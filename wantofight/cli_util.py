@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Iterable, NoReturn
 
 import typer
 from rich.console import Console
@@ -20,3 +20,9 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def warn(message: str) -> None:
     """Print a one-line warning (a skipped episode, a corrupt row) and carry on."""
     errors.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
+
+
+def typed_options(ctx: typer.Context, names: Iterable[str]) -> set[str]:
+    """The options among `names` that the user typed (so `--resume` can refuse conflicting ones)."""
+    # Compared by name: Typer may bundle its own click, whose ParameterSource enum is a different class.
+    return {n for n in names if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"}
