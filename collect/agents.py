@@ -468,7 +468,7 @@ def validate_eval(config: EvalConfig):
 
 def evaluate(config: EvalConfig, progress: bool = True) -> EvalReport:
     """Play `config.matches` matches in `workers` processes (one emulator each) and score them."""
-    import queue
+    from wantofight.collect.run import worker_events
 
     game = validate_eval(config)
     started = time.perf_counter()
@@ -482,22 +482,13 @@ def evaluate(config: EvalConfig, progress: bool = True) -> EvalReport:
     matches: list[MatchResult] = []
     errors: list[str] = []
     with _EvalProgress(config.matches, progress) as bar:
-        alive = len(procs)
         try:
-            while alive:
-                try:
-                    kind, payload = results.get(timeout=0.5)
-                except queue.Empty:
-                    if not any(p.is_alive() for p in procs):
-                        break
-                    continue
+            for kind, payload in worker_events(results, procs):
                 if kind == "match":
                     matches.append(payload)
                     bar.advance(payload)
                 elif kind == "error":
                     errors.append(payload)
-                else:
-                    alive -= 1
         finally:
             for proc in procs:
                 proc.join(timeout=5)

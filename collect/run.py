@@ -15,6 +15,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -126,6 +127,22 @@ def pending_jobs(out: Path, settings: RunSettings) -> list[EpisodeJob]:
 # Worker processes
 
 
+def worker_events(events, procs) -> Iterator[tuple[str, object]]:
+    """(kind, payload) messages from worker processes until each has sent ("exit", …) or died."""
+    alive = len(procs)
+    while alive:
+        try:
+            kind, payload = events.get(timeout=0.5)
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs):
+                return
+            continue
+        if kind == "exit":
+            alive -= 1
+        else:
+            yield kind, payload
+
+
 def worker_main(game_name: str, config: RecordConfig, episodes_dir: str, jobs, events, stop) -> None:
     """One emulator: take jobs until the queue is empty; report frames, episodes and errors."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
@@ -188,15 +205,8 @@ def collect(settings: RunSettings, out: Path, workers: int = 1, resume: bool = F
     results: list[EpisodeResult] = []
     errors: list[str] = []
     with RunProgress(len(jobs_list), enabled=progress) as bar:
-        alive = count
         try:
-            while alive:
-                try:
-                    kind, payload = events.get(timeout=0.5)
-                except queue.Empty:
-                    if not any(p.is_alive() for p in procs):
-                        break
-                    continue
+            for kind, payload in worker_events(events, procs):
                 if kind == "frames":
                     bar.frames(payload)
                 elif kind == "episode":
@@ -205,8 +215,6 @@ def collect(settings: RunSettings, out: Path, workers: int = 1, resume: bool = F
                 elif kind == "error":
                     errors.append(payload)
                     stop.set()
-                elif kind == "exit":
-                    alive -= 1
         except KeyboardInterrupt:
             stop.set()
             for proc in procs:
