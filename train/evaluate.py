@@ -9,8 +9,9 @@ resolution):
 
     PSNR   torchmetrics.functional.image.peak_signal_noise_ratio, data range 1, per clip over all frames
     SSIM   torchmetrics.functional.image.structural_similarity_index_measure (Gaussian 11x11, sigma 1.5)
-    LPIPS  the `lpips` package (AlexNet, v0.1), only when its AlexNet backbone weights are available
-           offline (torchvision's cache); otherwise reported as unavailable, with the reason, never guessed
+    LPIPS  the `lpips` package (v0.1 linear layers, shipped in the package) on torchvision's ImageNet
+           AlexNet, read from --lpips-backbone or torchvision's cache and never downloaded; without
+           them LPIPS is reported as unavailable, with the reason, never guessed
 
 Results are averaged per tier and overall; latency is the wall time per generated chunk (denoise +
 streaming decode) on this machine. With `keys_dir`, each clip's key stream is also written as a key
@@ -98,24 +99,61 @@ def _torchmetrics():
     return peak_signal_noise_ratio, structural_similarity_index_measure
 
 
-def lpips_metric():
-    """(callable on (N, 3, H, W) in [-1, 1], description) or (None, why not)."""
+ALEXNET_FILE = "alexnet-owt-7be5be79.pth"
+"""torchvision's ImageNet AlexNet weights, the backbone LPIPS v0.1 was calibrated on."""
+
+
+def alexnet_weights(path: str | Path | None = None) -> Path | None:
+    """The AlexNet backbone file to use: `path` when given, else torchvision's cache entry if present.
+    Nothing is downloaded: only package registries are reachable from the project's machines."""
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise EvalError(f"--lpips-backbone {path}: no such file; give torchvision's AlexNet weights "
+                            f"({ALEXNET_FILE}, a state dict with features.*.weight / bias)")
+        return path
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_FILE
+    return cached if cached.is_file() else None
+
+
+def lpips_metric(backbone: str | Path | None = None):
+    """(callable on (N, 3, H, W) in [-1, 1], description) or (None, why not).
+
+    The `lpips` package's v0.1 linear layers ship inside the package; its AlexNet backbone is
+    torchvision's ImageNet AlexNet, read from `backbone` (or torchvision's cache) and loaded into the
+    package's layer slices by name, so no download is ever attempted.
+    """
     try:
         import lpips
     except ImportError:
         return None, "unavailable: the lpips package is not installed (pip install lpips)"
+    path = alexnet_weights(backbone)
+    if path is None:
+        return None, (f"unavailable: no AlexNet backbone weights offline; pass --lpips-backbone PATH to "
+                      f"torchvision's {ALEXNET_FILE}")
     import io
     import warnings
     from contextlib import redirect_stdout
 
+    with redirect_stdout(io.StringIO()), warnings.catch_warnings():  # lpips prints its setup
+        warnings.simplefilter("ignore")
+        net = lpips.LPIPS(net="alex", version="0.1", pnet_rand=True, verbose=False).eval()
     try:
-        with redirect_stdout(io.StringIO()), warnings.catch_warnings():  # lpips prints its setup
-            warnings.simplefilter("ignore")
-            net = lpips.LPIPS(net="alex", version="0.1", verbose=False).eval()
-    except Exception as err:  # noqa: BLE001 - any download/loading failure means: not available offline
-        return None, (f"unavailable: the lpips package could not load its AlexNet backbone "
-                      f"weights offline ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
-    return net, f"lpips {getattr(lpips, '__version__', '?')} (AlexNet, v0.1 linear layers)"
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        load_alexnet_features(net.net, state)
+    except (RuntimeError, KeyError, ValueError, OSError, TypeError) as err:
+        raise EvalError(f"--lpips-backbone {path}: not torchvision AlexNet weights "
+                        f"({type(err).__name__}: {str(err).splitlines()[0][:160]})") from None
+    return net, f"lpips {getattr(lpips, '__version__', '?')} (AlexNet from {path.name}, v0.1 linear layers)"
+
+
+def load_alexnet_features(trunk: torch.nn.Module, state: dict) -> None:
+    """Copy torchvision AlexNet `features.I.*` tensors into lpips' `sliceK.I.*` modules (strict)."""
+    if not isinstance(state, dict):
+        raise TypeError(f"expected a state dict, got {type(state).__name__}")
+    ours = trunk.state_dict()  # keys like slice1.0.weight: slice K holds features[I] under name I
+    mapped = {key: state[f"features.{key.split('.', 1)[1]}"] for key in ours}
+    trunk.load_state_dict(mapped, strict=True)
 
 
 def score(generated: np.ndarray, real: np.ndarray, lpips_net=None) -> tuple[float, float, float | None]:
@@ -139,7 +177,7 @@ def score(generated: np.ndarray, real: np.ndarray, lpips_net=None) -> tuple[floa
 def evaluate(checkpoint: str | Path, data: str | Path, split: str = "val", frames: int = 33, steps: int = 4,
              keys_dir: str | Path | None = None, max_clips: int | None = None, tiers=None, weights: str = "ema",
              decoder: str | Path | None = None, sampler: str | None = None, device: str = "cpu", seed: int = 0,
-             lpips: bool = True, log=None) -> EvalReport:
+             lpips: bool = True, lpips_backbone: str | Path | None = None, log=None) -> EvalReport:
     from wantofight.collect.keyfile import write_key_file
     from wantofight.collect.keys import array_to_masks
     from wantofight.datasets.clip_dataset import ClipDataset
@@ -156,7 +194,7 @@ def evaluate(checkpoint: str | Path, data: str | Path, split: str = "val", frame
         raise EvalError(f"--data {data}: {err}") from None
     if len(ds) == 0:
         raise EvalError(f"--data {data} has no {split} clips" + (f" of tiers {tiers}" if tiers else ""))
-    net, backend = lpips_metric() if lpips else (None, "not computed (--no-lpips)")
+    net, backend = lpips_metric(lpips_backbone) if lpips else (None, "not computed (--no-lpips)")
     report = EvalReport(loaded.source, steps, sampler or loaded.default_sampler, frames, backend)
     if keys_dir is not None:
         Path(keys_dir).mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,8 @@ def eval_command(
     tiers: Optional[str] = typer.Option(None, "--tiers", help="Comma-separated tiers (default: all)."),
     decoder: Optional[Path] = typer.Option(None, "--decoder", help="Pruned decoder folder from `wtf train decoder`."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the per-clip and per-tier results as JSON."),
-    lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Try LPIPS (needs the lpips package and its AlexNet weights offline)."),
+    lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Compute LPIPS (needs the lpips package and AlexNet weights offline)."),
+    lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's AlexNet weights (alexnet-owt-7be5be79.pth) for LPIPS; default: torchvision's cache."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
 ) -> None:
     """Replay the clips' key streams from their first frames; PSNR / SSIM / LPIPS per tier and latency per chunk."""
@@ -79,7 +80,7 @@ def eval_command(
 
     try:
         result = evaluate(checkpoint, data, split, frames, steps, keys_dir, max_clips, tiers, decoder=decoder,
-                          device=device, lpips=lpips)
+                          device=device, lpips=lpips, lpips_backbone=lpips_backbone)
     except (EvalError, GenerationError, FileNotFoundError, ValueError) as err:
         fail(str(err))
     console.print(result.table(), highlight=False)
