@@ -4,16 +4,14 @@
 
 Each cell replays a short script from a savestate (pads given as P1 keys / P2 keys, relative
 words toward/away) and crops the screen around the fighters. Labels use a tiny 3x5 font below;
-the PNG is written with zlib + struct, no imaging library.
+the PNG is written by `wtf inspect`'s own writer (zlib, no imaging library).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import struct
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -88,17 +86,6 @@ def text(img, x, y, s, colour, scale=2):
         x += 4 * scale
 
 
-def png(path: Path, img: np.ndarray) -> None:
-    h, w, _ = img.shape
-    raw = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
-
-
 def capture(env, state, script, writes):
     env.em.set_state(gzip.decompress((INTEGRATION / f"{state}.state").read_bytes()))
     env.data.update_ram()
@@ -122,6 +109,7 @@ def capture(env, state, script, writes):
 
 def main(out: Path) -> None:
     sys.path.insert(0, str(REPO))
+    from wantofight.annotate.inspect_clip import write_png
     from wantofight.collect.emulator import make_env
 
     env = make_env("Duel-Nes", state="Start")
@@ -145,7 +133,7 @@ def main(out: Path) -> None:
     for i, c in enumerate(cells):
         y, x = 4 + (i // cols) * (h + 4), 4 + (i % cols) * (w + 4)
         sheet[y:y + h, x:x + w] = c
-    png(out, sheet)
+    write_png(out, sheet)
     print(f"{out}: {len(cells)} cells, {sheet.shape[1]}x{sheet.shape[0]}")
 
 
