@@ -86,9 +86,10 @@ class SelfAttention(nn.Module):
         self.norm_k = nn.RMSNorm(dim, eps=eps)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor | None,
-                context: tuple[torch.Tensor, torch.Tensor] | None = None
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x (B, L, D) -> (B, L, D), and this input's own (k, v), each (B, L, H, D/H), for the KV cache.
+                context: tuple[torch.Tensor, torch.Tensor] | None = None, with_kv: bool = True
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """x (B, L, D) -> (B, L, D), and this input's own (k, v), each (B, L, H, D/H), for the KV cache
+        (None without `with_kv`: v is a view, which FSDP2 warns about when a block returns it).
 
         `context` = cached (k, v) of earlier chunks, each (B, Lc, H, D/H), which the queries also see.
         """
@@ -99,7 +100,7 @@ class SelfAttention(nn.Module):
         k_all, v_all = k, v
         if context is not None:
             k_all, v_all = torch.cat([context[0], k], dim=1), torch.cat([context[1], v], dim=1)  # (B, Lc + L, H, D/H)
-        return self.o(attention(q, k_all, v_all, mask)), (k, v)
+        return self.o(attention(q, k_all, v_all, mask)), ((k, v) if with_kv else None)
 
 
 class WanBlock(nn.Module):
@@ -114,9 +115,10 @@ class WanBlock(nn.Module):
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
 
     def forward(self, x: torch.Tensor, e: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                mask: torch.Tensor | None, context: tuple[torch.Tensor, torch.Tensor] | None = None
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x (B, L, D), e (B, F, 6, D) per-frame time modulation -> (B, L, D) and the block's (k, v).
+                mask: torch.Tensor | None, context: tuple[torch.Tensor, torch.Tensor] | None = None,
+                with_kv: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """x (B, L, D), e (B, F, 6, D) per-frame time modulation -> (B, L, D) and the block's (k, v)
+        (None without `with_kv`).
 
         The block never touches the cache itself (the DiT loop does), so it stays a pure function
         that `torch.compile` can share across all blocks and chunks.
@@ -127,14 +129,15 @@ class WanBlock(nn.Module):
         xf = x.unflatten(1, (F, -1))  # (B, F, N, D)
 
         h = (self.norm1(xf.float()) * (1 + scale1) + shift1).type_as(x)
-        h, kv = self.self_attn(h.flatten(1, 2), rope, mask, context)
+        h, kv = self.self_attn(h.flatten(1, 2), rope, mask, context, with_kv)
         h = h.unflatten(1, (F, -1))
         xf = (xf.float() + h * gate1).type_as(x)
 
         h = (self.norm2(xf.float()) * (1 + scale2) + shift2).type_as(x)
         h = self.ffn(h)
-        xf = (xf.float() + h.float() * gate2).type_as(x)
-        return xf.flatten(1, 2), kv  # (B, L, D)
+        # the residual sum is made in the flat layout, so the block returns a new tensor, not a view
+        # (FSDP2's pre-backward hook would be lost on a view modified in place)
+        return (xf.flatten(1, 2).float() + (h.float() * gate2).flatten(1, 2)).type_as(x), kv  # (B, L, D)
 
 
 class Head(nn.Module):
@@ -241,9 +244,9 @@ class WanToFightDiT(nn.Module):
 
         for i, block in enumerate(self.blocks):
             if self.gradient_checkpointing and torch.is_grad_enabled() and cache is None:
-                x, _ = checkpoint(block, x, e, rope, mask, use_reentrant=False)
+                x, _ = checkpoint(block, x, e, rope, mask, None, False, use_reentrant=False)
             elif cache is None:
-                x, _ = block(x, e, rope, mask)
+                x, _ = block(x, e, rope, mask, with_kv=False)
             else:
                 x, (k, v) = block(x, e, rope, mask, cache.context(i))
                 if write_cache:
