@@ -170,6 +170,64 @@ def test_stage3_resume_is_exact(tmp_path, teacher):
     assert all(torch.equal(ca["critic"][k], cb["critic"][k]) for k in ca["critic"])
 
 
+# ---------------------------------------------------------------------------------------------
+# torchrun: 2 processes (gloo on CPU) = 1 process on the same global batch
+# ---------------------------------------------------------------------------------------------
+
+def two_process_stage3(out, teacher, sets: list[str], resume: bool = False) -> None:
+    """`train("stage3")` on 2 ranks x batch 1 (teacher None: read from the checkpoint on --resume)."""
+    import torch.multiprocessing as mp
+
+    from train_helpers import fit_worker, free_port
+
+    args = (2, free_port(), str(out), ["data.batch_size=1", *sets], resume, "stage3", None,
+            None if teacher is None else str(teacher))
+    mp.spawn(fit_worker, args=args, nprocs=2)
+
+
+def assert_same_run(single, parallel) -> None:
+    """Same generator and critic losses and collapse statistics per step; same final student and critic."""
+    a, b = read_metrics(single), read_metrics(parallel)
+    assert [r["step"] for r in b] == [r["step"] for r in a]
+    for ra, rb in zip(a, b):
+        for key in ("loss", "critic_loss", "collapse/fake_std", "collapse/real_mean"):
+            assert rb[key] == pytest.approx(ra[key], rel=1e-5), (ra["step"], key, ra[key], rb[key])
+    fa, fb = ckpt.latest_checkpoint(single), ckpt.latest_checkpoint(parallel)
+    # AdamW turns float-rounding differences of near-zero gradients into steps of up to lr (1e-3 here), so
+    # the weights match to 1e-4 after 3 steps; an update from half the batch would differ by ~1e-3
+    for wa, wb in ((ckpt.read_tensors(fa, "model.safetensors"), ckpt.read_tensors(fb, "model.safetensors")),
+                   (ckpt.read_torch(fa, "trainer.pt")["critic"], ckpt.read_torch(fb, "trainer.pt")["critic"])):
+        assert set(wa) == set(wb)
+        for k in wa:
+            torch.testing.assert_close(wb[k], wa[k], rtol=0, atol=1e-4, msg=k)
+
+
+@pytest.mark.slow
+def test_stage3_on_two_ddp_processes_trains_like_one_process(tmp_path, teacher):
+    """DDP all-reduces the student's gradients once, after the backward through every chunk's exit-step
+    forward; the critic's as usual; losses, collapse statistics and weights are the global batch's."""
+    sets = ["dmd.critic_steps=2", "max_steps=3"]
+    train_stage3(preset="tiny", data=None, out=tmp_path / "single", teacher=teacher, sets=BASE_SETS + sets,
+                 progress=False, datasets=synthetic_datasets())
+    two_process_stage3(tmp_path / "ddp", teacher, ["parallel=ddp", *sets])
+    assert_same_run(tmp_path / "single", tmp_path / "ddp")
+
+
+@pytest.mark.slow
+def test_stage3_fsdp2_on_two_processes_trains_saves_and_resumes_like_one_process(tmp_path, teacher):
+    """Student, critic and teacher sharded; a checkpoint at step 2, --resume (teacher and dmd settings from
+    the checkpoint) to step 3; the saved critic equals one process's."""
+    sets = ["dmd.critic_steps=2", "checkpoint.every=2"]
+    train_stage3(preset="tiny", data=None, out=tmp_path / "single", teacher=teacher, max_steps=3,
+                 sets=BASE_SETS + sets, progress=False, datasets=synthetic_datasets())
+    two_process_stage3(tmp_path / "fsdp", teacher, ["parallel=fsdp", "max_steps=2", *sets])
+    assert ckpt.latest_checkpoint(tmp_path / "fsdp").name == ckpt.checkpoint_name(2)
+    two_process_stage3(tmp_path / "fsdp", None, ["parallel=fsdp", "max_steps=3", *sets], resume=True)
+    saved = ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "fsdp"))
+    assert saved["world_size"] == 2 and saved["train"]["parallel"] == "fsdp" and saved["dmd"]["critic_steps"] == 2
+    assert_same_run(tmp_path / "single", tmp_path / "fsdp")
+
+
 def test_dmd_settings_are_validated():
     assert resolve_dmd(["dmd.critic_steps=2", "dmd.collapse.patience=4"]).collapse.patience == 4
     with pytest.raises(ConfigError, match="unknown field"):

@@ -143,8 +143,9 @@ def ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 def fit_worker(rank: int, world: int, port: int, out_dir: str, sets: list[str], resume: bool,
-               stage: str = "stage1", init_from: str | None = None) -> None:
-    """One rank of a stage's `train()` under torchrun-like environment variables (gloo on CPU)."""
+               stage: str = "stage1", init_from: str | None = None, teacher: str | None = None) -> None:
+    """One rank of a stage's `train()` under torchrun-like environment variables (gloo on CPU);
+    `teacher` (and `dmd.*` sets) for stage 3."""
     import os
 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
@@ -154,7 +155,7 @@ def fit_worker(rank: int, world: int, port: int, out_dir: str, sets: list[str], 
 
     torch.set_num_threads(1)
     try:
-        train(stage, preset="tiny", data=None, out=out_dir, resume=resume, init_from=init_from,
+        train(stage, preset="tiny", data=None, out=out_dir, resume=resume, init_from=init_from, teacher=teacher,
               sets=BASE_SETS + list(sets), progress=False, datasets=synthetic_datasets())
     finally:
         teardown()

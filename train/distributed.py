@@ -7,6 +7,7 @@ One process per GPU under `torchrun --nproc-per-node G -m wantofight.cli train s
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -79,6 +80,25 @@ def wrap(dit: nn.Module, strategy: str, info: DistInfo, bf16: bool) -> nn.Module
     raise ValueError(f"parallel={strategy!r}; valid: none, ddp, fsdp")
 
 
+@contextmanager
+def no_sync(module: nn.Module, skip: bool):
+    """While `skip`, backward leaves this module's gradients local (DDP's no_sync, FSDP2's gradient sync
+    off): all but the last micro-batch of an accumulation. A no-op on an unwrapped module."""
+    if not skip:
+        yield
+    elif isinstance(module, nn.parallel.DistributedDataParallel):
+        with module.no_sync():
+            yield
+    elif hasattr(module, "set_requires_gradient_sync"):  # FSDP2
+        module.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            module.set_requires_gradient_sync(True)
+    else:
+        yield
+
+
 def unwrap(module: nn.Module) -> nn.Module:
     return module.module if isinstance(module, nn.parallel.DistributedDataParallel) else module
 
@@ -134,6 +154,16 @@ def mean(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
         dist.all_reduce(value, op=dist.ReduceOp.SUM)
         value /= info.world_size
     return value
+
+
+def gather(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Every rank's tensor (the same shape on each), concatenated along dim 0 in rank order: the global
+    batch when dim 0 is the batch (a no-op on one process)."""
+    if not info.enabled:
+        return value
+    parts = [torch.empty_like(value) for _ in range(info.world_size)]
+    dist.all_gather(parts, value.contiguous())
+    return torch.cat(parts)
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:

@@ -41,7 +41,20 @@ def resolve(stage: str, preset: str, out: Path, resume: bool, config_file=None, 
 
 def train(stage: str, *, preset: str, data: Path | None, out: Path, max_steps: int | None = None,
           resume: bool = False, init_from: Path | None = None, config_file: Path | None = None,
-          sets=(), device: str | None = None, progress: bool = True, datasets=None) -> dict:
+          sets=(), device: str | None = None, progress: bool = True, datasets=None,
+          teacher: Path | None = None) -> dict:
+    """Stage 3 starts from `teacher` (not `init_from`) and also takes `dmd.*` sets (`train_stage3`)."""
+    from wantofight.train.config import ConfigError
+
+    if stage == "stage3":
+        from wantofight.train.stage3 import train_stage3
+
+        if init_from is not None:
+            raise ConfigError("stage3 starts from its teacher (--teacher), not from init_from")
+        return train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=max_steps, resume=resume,
+                            config_file=config_file, sets=sets, device=device, progress=progress, datasets=datasets)
+    if teacher is not None:
+        raise ConfigError(f"{stage} has no teacher; only stage3 does")
     config = resolve(stage, preset, out, resume, config_file, sets, max_steps)
     trainer = trainer_class(stage)(config, data, out, resume=resume, init_from=init_from, device=device,
                                    progress=progress, datasets=datasets)

@@ -15,6 +15,24 @@ frame, the keys of every frame, the reference tokens):
                      DMD loss (teacher vs critic x0 predictions), AdamW step, LR schedule, EMA
     collapse check   student outputs of the batch vs its real latents (train/collapse.py)
 
+Under torchrun (`parallel=ddp|fsdp`) each rank runs the same step on its share of the global batch with
+the draws one process would make (per-sample generators keyed by the global sample index; exit steps
+from a generator every rank shares), so 2 ranks train like 1 process (tests/test_stage3.py):
+
+    student  wrapped by the skeleton (DDP, or FSDP2 in place). The generator update makes one gradient
+             forward per chunk (its exit step) and then one backward; the KV cache holds detached
+             tensors, so that backward reaches each parameter's gradient accumulator once, with the sum
+             over chunks. That is what DDP's reducer needs (each parameter ready once per backward: one
+             all-reduce per bucket), and FSDP2 reduce-scatters after the backward as usual.
+    critic   wrapped the same way (`critic_wrapped`), one gradient forward per micro-batch; the DMD
+             loss's no-grad calls go to `self.critic`, the DDP replica or the sharded module itself.
+    teacher  frozen. DDP: a full copy per rank (DDP wraps only trainable modules). FSDP: sharded like
+             the critic, because a full fp32 copy is 5.2 GB per rank for wan-1.3b, and so that teacher
+             and critic go through the same sharding and mixed precision: their difference (the DMD
+             gradient) is then what the critic learned, not a precision gap.
+    metrics  critic loss and DMD gradient averaged over ranks; the collapse check sees the gathered
+             global batch on every rank, so all ranks take the same decision (none stops alone).
+
 Checkpoints add to the skeleton's files (in trainer.pt) the critic's weights, its optimiser state,
 the update counters and the collapse detector's state; config.json records the teacher and the
 `dmd` settings, so `--resume` continues exactly (the teacher is re-read from its recorded path).
@@ -135,6 +153,8 @@ class Stage3Trainer(Stage2Trainer):
     def build_optimizer(self):
         o = self.config.optim
         self.critic_wrapped = dist_utils.wrap(self.critic, self.parallel, self.dist, self.bf16)
+        if self.parallel == "fsdp":  # sharded like the critic: 1/G of its memory, and the same numerics
+            dist_utils.wrap(self.teacher, "fsdp", self.dist, self.bf16)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.dmd.critic_lr or o.lr,
                                                   betas=tuple(o.betas), eps=o.eps, weight_decay=0.0)
         return super().build_optimizer()
@@ -195,7 +215,7 @@ class Stage3Trainer(Stage2Trainer):
                 roll = self.rollout(batch, step, phase, micro)
             z = batch["latents"]
             gens = self.phase_generators(step, phase, micro, z.shape[0])
-            with self.no_sync(last=micro == accum - 1), self.autocast():
+            with dist_utils.no_sync(self.critic_wrapped, skip=micro < accum - 1), self.autocast():
                 loss = critic_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.critic_wrapped,
                                    self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)
                 (loss / accum).backward()
@@ -234,9 +254,15 @@ class Stage3Trainer(Stage2Trainer):
         self.scheduler.step()
         if self.ema is not None:
             self.ema.update()
-        stats = self.collapse.check(torch.cat(fakes), torch.cat(reals), self.step_count + 1, self.run_dir)
+        # the global batch on every rank: the same statistics as one process, the same decision on all ranks
+        fakes, reals = (dist_utils.gather(torch.cat(x), self.dist) for x in (fakes, reals))
+        stats = self.collapse.check(fakes, reals, self.step_count + 1, self.run_dir)
         self._sync_device()
         compute_s = time.perf_counter() - t1
+        # this rank's losses -> the global batch's (float64: one process keeps its exact values)
+        means = dist_utils.mean(torch.tensor([*critic, self._extra["dmd_grad"]], dtype=torch.float64,
+                                             device=self.device), self.dist).tolist()
+        critic, self._extra["dmd_grad"] = means[:-1], means[-1]
         self._extra.update({"critic_loss": sum(critic) / len(critic), "critic_updates": self.critic_updates,
                             "generator_updates": self.step_count + 1, **stats.as_metrics()})
         loss_value = float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
