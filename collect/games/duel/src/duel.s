@@ -601,9 +601,7 @@ st_knockdown:
     cmp #KNOCKDOWN_FRAMES
     bcc :+
     lda #ST_WAKEUP
-    sta p_state,x
-    lda #0
-    sta p_timer,x
+    jmp set_state
 :   rts
 
 st_wakeup:
@@ -614,10 +612,8 @@ st_wakeup:
 
 to_neutral:             ; back to idle, and act on this frame's input
     lda #ST_IDLE
-    sta p_state,x
-    lda #0
-    sta p_timer,x
-    beq actionable
+    jsr set_state
+    jmp actionable
 
 st_jump:
     lda p_airused,x
@@ -638,12 +634,10 @@ st_jump:
 start_move:             ; Y = move id
     tya
     sta p_move,x
-    lda #ST_ATTACK
-    sta p_state,x
     lda #0
-    sta p_timer,x
     sta p_hitdone,x
-    rts
+    lda #ST_ATTACK
+    jmp set_state
 
 actionable:
     lda pad_new,x
@@ -701,28 +695,33 @@ actionable:
     lda #0
     sta p_airused,x
     lda #ST_JUMP
-    bne @set
+    bne set_state
 
 @no_jump:
     lda pad,x
     and #BTN_DOWN
     beq @standing
     lda #ST_CROUCH      ; guard_pass turns this into a low guard when threatened
-    bne @set
+    bne set_state
 @standing:
     lda pad,x
     and t0
     beq :+
     lda #ST_WALK_FORWARD
-    bne @set
+    bne set_state
 :   lda pad,x
     and t1
     beq @idle
     lda #ST_WALK_BACK   ; or a high guard, see guard_pass
-    bne @set
+    bne set_state
 @idle:
     lda #ST_IDLE
-@set:
+    ; fall through
+
+; A = new state for fighter X. p_timer counts frames in the state, so it restarts only when the
+; state changes: walking or crouching on keeps counting (the walk cycle reads it). A hit restarts
+; it even in the same state (hitstun after hitstun), so apply_outcome writes p_timer itself.
+set_state:
     cmp p_state,x
     beq :+
     sta p_state,x
@@ -747,26 +746,19 @@ guard_pass:
 @high:
     jsr opponent_threat
     lda #ST_WALK_BACK
-    bcc @set
+    bcc set_state
     lda #ST_BLOCK_HIGH
-    bne @set
+    bne set_state
 @low:
-    lda #ST_CROUCH
-    sta t2
     jsr opponent_threat
-    bcc :+
+    bcc @crouch
     jsr holds_away
-    beq :+
+    beq @crouch
     lda #ST_BLOCK_LOW
-    sta t2
-:   lda t2
-@set:
-    cmp p_state,x
-    beq :+
-    sta p_state,x
-    lda #0
-    sta p_timer,x
-:   rts
+    bne set_state
+@crouch:
+    lda #ST_CROUCH
+    bne set_state
 
 holds_away:             ; Z clear when X holds away from the way it faces
     lda p_facing,x
@@ -864,11 +856,10 @@ fighter_physics:
     beq :+
     cmp #ST_ATTACK
     bne clamp_x
-:   lda #ST_IDLE
-    sta p_state,x
-    lda #0
+:   lda #0
     sta p_move,x
-    sta p_timer,x
+    lda #ST_IDLE
+    jsr set_state
     jmp clamp_x
 @fall:                  ; knocked down in the air: drop to the floor
     lda p_y,x
