@@ -150,6 +150,45 @@ def test_stage3_overfits_one_batch(tmp_path, teacher):
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.dit.state_dict().items())
 
 
+class OverfitTeacher(FixedBatch, Stage2Trainer):
+    pass
+
+
+class CatchesUp(FixedBatch, Stage3Trainer):
+    """One batch (the teacher's), fresh draws every step."""
+
+    @torch.no_grad()
+    def distance(self) -> float:
+        """Mean squared distance of the student's 4-step samples (inference sampler, noise never
+        trained on) to the batch's real latents."""
+        batch = self.batch()
+        return float((self.rollout(batch, -1, 0, 0).latents - batch["latents"][:, :, 1:]).pow(2).mean())
+
+
+@pytest.mark.slow
+def test_stage3_student_catches_up_with_a_teacher_overfit_on_one_batch(tmp_path):
+    """The student side of DMD. A teacher fits one batch (400 stage-2 steps; its own 4-step samples land
+    at ~0.04 of the real latents); the student starts behind it, from that run's step-100 weights (~0.36),
+    the critic from the teacher as usual. 30 generator updates on that batch bring the student's samples
+    at least 10% closer to its real latents (measured: 0.80, 0.83, 0.81 of the start for seeds 0, 1, 2).
+    Without generator updates the ratio is 1; with the DMD gradient's sign flipped the samples diverge."""
+    sets = ["context.noise_prob=0.0", "ema_decay=0.0", "checkpoint.every=100", "checkpoint.keep_last=4"]
+    teacher = OverfitTeacher(stage_config("stage2", "max_steps=400", "optim.lr=3e-3", *sets), None,
+                             tmp_path / "teacher", datasets=synthetic_datasets(), progress=False)
+    teacher.fit()
+    config = stage_config("stage3", "max_steps=30", "optim.lr=1e-3", "ema_decay=0.0")
+    student = CatchesUp(config, None, tmp_path / "run", teacher=tmp_path / "teacher",
+                        dmd=DMDConfig(critic_steps=3, critic_lr=5e-3), datasets=synthetic_datasets(), progress=False)
+    assert student.batch()["clip_id"] == teacher.batch()["clip_id"]
+    teacher_distance = student.distance()
+    behind = ckpt.read_tensors(tmp_path / "teacher" / "checkpoints" / ckpt.checkpoint_name(100), "model.safetensors")
+    student.model.dit.load_state_dict(behind)
+    start = student.distance()
+    assert start > 5 * teacher_distance, (start, teacher_distance)  # the student starts well behind
+    student.fit()
+    assert student.distance() < 0.9 * start, (student.distance(), start)
+
+
 def test_stage3_resume_is_exact(tmp_path, teacher):
     sets = BASE_SETS + ["checkpoint.every=2", "dmd.critic_steps=2"]
     train_stage3(preset="tiny", data=None, out=tmp_path / "full", teacher=teacher, max_steps=4, sets=sets,
