@@ -352,23 +352,9 @@ class Trainer:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return nullcontext()
 
-    @contextmanager
     def no_sync(self, last: bool):
         """Skip the gradient all-reduce on all but the last micro-batch of an accumulation."""
-        module = self.wrapped
-        if last or not self.dist.enabled:
-            yield
-        elif isinstance(module, nn.parallel.DistributedDataParallel):
-            with module.no_sync():
-                yield
-        elif hasattr(module, "set_requires_gradient_sync"):  # FSDP2
-            module.set_requires_gradient_sync(False)
-            try:
-                yield
-            finally:
-                module.set_requires_gradient_sync(True)
-        else:
-            yield
+        return dist_utils.no_sync(self.wrapped, skip=not last and self.dist.enabled)
 
     def clip_gradients(self) -> float:
         params = [p for p in self.model.dit.parameters() if p.grad is not None]
