@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import types
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +59,7 @@ _match = None
 
 
 def play(job: tuple) -> tuple:
-    """(ai, opponent, side, index) → (ai, opponent, side, result, dealt, taken): one whole match."""
+    """(ai, opponent, side, index, ...) → (ai, opponent, side, result, dealt, taken, moves): one whole match."""
     global _match
     from wantofight.collect.agents import match_seed
     from wantofight.collect.fight_env import Match, Tally
@@ -85,7 +86,8 @@ def play(job: tuple) -> tuple:
         t += 1
         prev, ram = ram, _match.advance(tuple(int(policy.act(ram, t)) for policy in policies))
         tally.update(prev, ram)
-    return ai, opponent, side, tally.result(ram) if _match.done() else "draw", tally.dealt, tally.taken
+    result = tally.result(ram) if _match.done() else "draw"
+    return ai, opponent, side, result, tally.dealt, tally.taken, tally.moves
 
 
 def untrained_ppo(folder: Path) -> Path:
@@ -108,6 +110,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+
+    from wantofight.collect.game_registry import resolve_game
 
     ais = (["scripted-before"] if args.before else []) + ["scripted"]
     opponents = ["random", "masher"]
@@ -138,6 +142,15 @@ def main() -> None:
             taken = sum(r[5] for r in rows) / len(rows)
             print(f"{label[ai]:<24} {opp:<14} {sum(wins) / len(rows):>8.0%} {wld:>9} "
                   f"{wins[0]:>3}/{per_side[0]:<2} {wins[1]:>3}/{per_side[1]:<2} {dealt:>6.1f} {taken:>6.1f}")
+    print("\nmoves each AI started, share over all its matches:")
+    names = {m["id"]: m["name"] for m in resolve_game("duel").info["moves"]}
+    for ai in ais:
+        used = Counter()
+        for r in results:
+            if r[0] == ai:
+                used.update(r[6])
+        total = sum(used.values()) or 1
+        print(f"{label[ai]:<24} " + ", ".join(f"{names[i]} {n / total:.0%}" for i, n in sorted(used.items())))
 
 
 if __name__ == "__main__":
