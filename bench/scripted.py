@@ -3,10 +3,10 @@
     python bench/scripted.py [--matches 32] [--before REV] [--workers 2] [--seed 0]
 
 Plays --matches whole matches (state Start, --fps 30 decisions, half as P1 and half as P2) of the
-scripted AI against: the `random` collect policy; the button-masher of tests/test_scripted.py (walks
+scripted AI against: the `random` collect policy; the `mash` policy (walks
 at the foe, presses A or B on most rows); and an untrained PPO network (`wtf agents train`'s step-0
 checkpoint: near-uniform actions on every row; needs the [ppo] extra, skipped without it). With
---before REV it also plays the `Scripted` of collect/policies.py at git revision REV, so one run
+--before REV it also plays the `Scripted` of git revision REV, so one run
 prints before and after. Match i of each pairing uses the seed `match_seed(seed, i)`, the same for
 every AI, so the two are measured on the same episodes' opponent draws.
 """
@@ -28,18 +28,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def scripted_at(rev: str):
-    """The `Scripted` class of collect/policies.py at git revision `rev`."""
-    source = subprocess.run(["git", "show", f"{rev}:collect/policies.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
-    module = types.ModuleType(f"policies_{rev}")
+    """The `Scripted` class at git revision `rev`: collect/scripted.py, or collect/policies.py before
+    the AI had its own module."""
+    for path in ("collect/scripted.py", "collect/policies.py"):
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True)
+        if shown.returncode == 0 and "class Scripted" in shown.stdout:
+            break
+    else:
+        raise SystemExit(f"error: no Scripted class at revision {rev}")
+    module = types.ModuleType(f"scripted_{rev}")
     sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, f"{rev}:collect/policies.py", "exec"), module.__dict__)
+    exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
     return module.Scripted
 
 
 def build(name: str, before: str | None, ppo_path: str | None):
     """A fresh policy for one match."""
-    from wantofight.collect.policies import RandomButtons, Scripted, make_policy
+    from wantofight.collect.policies import RandomButtons, make_policy
+    from wantofight.collect.scripted import Scripted
 
     if name == "scripted":
         return Scripted()
@@ -48,10 +54,7 @@ def build(name: str, before: str | None, ppo_path: str | None):
     if name == "random":
         return RandomButtons()
     if name == "masher":
-        sys.path.insert(0, str(ROOT / "tests"))
-        from test_scripted import Masher  # one masher for the tests and this bench
-
-        return Masher()
+        return make_policy("mash")
     return make_policy(f"ppo:{ppo_path}")
 
 

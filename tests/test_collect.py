@@ -77,7 +77,7 @@ def test_fps30_holds_each_row_for_two_emulator_steps(tmp_path, recorded):
 # Replay
 
 
-@pytest.mark.parametrize("policy", ["idle", "random", "scripted", "drill"])
+@pytest.mark.parametrize("policy", ["idle", "random", "mash", "scripted", "drill"])
 def test_replay_verifies_every_policy(recorded, policy):
     run = recorded(policy=policy, episodes=1, max_frames=240, fps=30)
     (episode,) = episodes(run)
@@ -198,7 +198,7 @@ def test_resume_refuses_conflicting_settings_and_plain_rerun_refuses_existing_ru
     "args, message",
     [
         (["--game", "tekken"], "unknown game 'tekken'; valid games: duel"),
-        (["--policy", "smart"], "unknown policy 'smart'; valid policies: idle, random, scripted, drill, keys:PATH, ppo:CHECKPOINT, ppo-ladder:DIR"),
+        (["--policy", "smart"], "unknown policy 'smart'; valid policies: idle, random, mash, scripted, drill, keys:PATH, ppo:CHECKPOINT, ppo-ladder:DIR"),
         (["--state", "Nowhere"], "unknown state 'Nowhere' for duel; valid states:"),
         (["--game", "MortalKombatII-Genesis"], "python -m stable_retro.import PATH"),
         (["--policy", "keys:/nonexistent.keys"], "cannot read key file /nonexistent.keys"),

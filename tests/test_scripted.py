@@ -1,7 +1,7 @@
 """The scripted match AI on the real emulator: it beats button-mashing and random play from both sides,
 and guards what it sees coming at the height each move needs.
 
-`Masher` stands in for an untrained agent (docs/agents.md: an untrained PPO network beat the earlier
+The `mash` policy stands in for an untrained agent (docs/agents.md: an untrained PPO network beat the earlier
 scripted AI in 96% of matches). `python bench/scripted.py` plays the same matchups over more matches,
 before and after a change to the AI.
 """
@@ -15,34 +15,11 @@ import pytest
 from wantofight.collect.agents import match_seed
 from wantofight.collect.fight_env import Match, Tally
 from wantofight.collect.game_registry import resolve_game
-from wantofight.collect.keys import mask_of
 from wantofight.collect.policies import (
-    ATTACK_KEYS, DOWN, UP, Idle, PlayerContext, Policy, RandomButtons, Scripted, Temperament, relative_mask,
-    toward_away,
+    UP, Idle, Mash, PlayerContext, Policy, RandomButtons, relative_mask, toward_away,
 )
+from wantofight.collect.scripted import ATTACK_KEYS, Scripted, Temperament
 from wantofight.collect.recorder import player_seeds
-
-
-class Masher:
-    """Walks toward the foe and presses A or B on most rows, jumping or crouching now and then."""
-
-    spec = "masher"
-
-    def reset(self, ctx: PlayerContext) -> None:
-        self.ctx, self.rng = ctx, ctx.rng
-
-    def act(self, ram: dict[str, int], t: int) -> int:
-        toward, _ = toward_away(self.ctx, ram)
-        rng = self.rng
-        mask = toward if rng.random() < 0.6 else 0
-        mask |= UP if rng.random() < 0.15 else 0
-        mask |= DOWN if rng.random() < 0.15 else 0
-        if rng.random() < 0.6:
-            mask |= mask_of([("A", "B")[int(rng.integers(2))]])
-        return mask
-
-    def finished(self, t: int) -> bool:
-        return False
 
 
 class Attacker:
@@ -119,7 +96,7 @@ def play(match: Match, policies: tuple[Policy, Policy], seed: int, state: str = 
     return rows
 
 
-@pytest.mark.parametrize("opponent", [Masher, RandomButtons])
+@pytest.mark.parametrize("opponent", [Mash, RandomButtons])
 def test_scripted_wins_from_both_sides(match, opponent):
     results = []
     for index in range(6):
