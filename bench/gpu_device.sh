@@ -2,7 +2,7 @@
 # The prepared device check for the model and stage-1 issues, in one call on the lent GPU machine:
 #
 #     bash bench/gpu_wheels.sh                                     # here, once: .whl/
-#     run(carry=[".whl"], timeout_s=480, command="bash bench/gpu_device.sh")
+#     run(carry=[".whl"], timeout_s=360, command="bash bench/gpu_device.sh")   # about 5 min: room for a rerun
 #
 # Installs the package and the carried wheels into /tmp/site (no index: nothing can be fetched
 # there), then runs bench/gpu_stream.py (wan-1.3b streaming, eager / pruned decoder / torch.compile)
@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STREAM_S=${STREAM_S:-240}
-TRAIN_S=${TRAIN_S:-180}
+STREAM_S=${STREAM_S:-200}
+TRAIN_S=${TRAIN_S:-100}
 STREAM_ARGS="--chunks 12 --warmup 3"
 TRAIN_ARGS="--steps 4 --warmup 2"
 if [ "${SMOKE:-0}" = 1 ]; then  # SMOKE=1: the same call on a CPU machine, tiny preset (tests this script)

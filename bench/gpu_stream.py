@@ -68,6 +68,41 @@ def summarise(name: str, results: list[tuple[float, float]], frames_per_chunk: i
             "fps": frames_per_chunk / latency, "fps_dit_only": frames_per_chunk / dit}
 
 
+def write_table(rows: list[dict], args, config, device: torch.device, final: bool = False) -> None:
+    """Write (and, when `final`, print) the Markdown table of the rows measured so far: it is rewritten
+    after every row, so a run stopped by a time limit still leaves what it measured."""
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
+    lines = [
+        f"# Streaming generation: {args.preset}, {config.width}x{config.height}, {args.dtype}, "
+        f"{args.steps} denoising steps",
+        "",
+        f"Device: {device_name}; torch {torch.__version__}; random weights; batch 1; rolling KV cache of "
+        f"{config.context_chunks} chunks; chunk = {config.chunk_frames} frames; VAE decode included "
+        f"(streaming Wan2.1 decoder); peak GPU memory {peak:.1f} GiB.",
+        f"Medians over {args.chunks} chunks after {args.warmup} warm-up chunks. Command: "
+        f"`python bench/gpu_stream.py {' '.join(sys.argv[1:])}`",
+        "",
+        "| mode | DiT ms/chunk | decode ms/chunk | latency ms/chunk | p90 ms | FPS | FPS (DiT only) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['mode']} | {r['dit_ms']:.1f} | {r['decode_ms']:.1f} | {r['latency_ms']:.1f} | "
+                     f"{r['p90_ms']:.1f} | {r['fps']:.1f} | {r['fps_dit_only']:.1f} |")
+    if any("compile_warmup_s" in r for r in rows):
+        lines += ["", f"torch.compile warm-up (compilation) took {rows[-1]['compile_warmup_s']:.0f} s."]
+    lines += ["", "The pruned-decoder row swaps in the structurally pruned Wan decoder (`wtf train decoder`); "
+              "the other rows use the full decoder."]
+    lines += ["", "Paper (WanToFight): 30 FPS at 512x384 on one RTX 5090 (4-step student, pruned VAE decoder)."]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(out)
+    if final:
+        print("\n".join(lines))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="wan-1.3b", choices=sorted(PRESETS))
@@ -104,6 +139,7 @@ def main() -> int:
     rows.append(summarise("eager", timed_rollout(generator, config, device, dtype, args.chunks, args.steps, 1),
                           config.chunk_frames))
     print(rows[-1], flush=True)
+    write_table(rows, args, config, device)
 
     if args.pruned_keep > 0:  # random weights cost what fine-tuned ones do: only the structure matters here
         from wantofight.train.pruned_decoder import count_parameters, prune_decoder, with_decoder
@@ -118,6 +154,7 @@ def main() -> int:
                         config.chunk_frames)
         rows.append(row)
         print(rows[-1], flush=True)
+        write_table(rows, args, config, device)
 
     if not args.no_compile:
         import torch._dynamo.config as dynamo_config
@@ -139,34 +176,9 @@ def main() -> int:
         row["compile_warmup_s"] = compile_s
         rows.append(row)
         print(rows[-1], flush=True)
+        write_table(rows, args, config, device)
 
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
-    lines = [
-        f"# Streaming generation: {args.preset}, {config.width}x{config.height}, {args.dtype}, "
-        f"{args.steps} denoising steps",
-        "",
-        f"Device: {device_name}; torch {torch.__version__}; random weights; batch 1; rolling KV cache of "
-        f"{config.context_chunks} chunks; chunk = {config.chunk_frames} frames; VAE decode included "
-        f"(streaming Wan2.1 decoder); peak GPU memory {peak:.1f} GiB.",
-        f"Medians over {args.chunks} chunks after {args.warmup} warm-up chunks. Command: "
-        f"`python bench/gpu_stream.py {' '.join(sys.argv[1:])}`",
-        "",
-        "| mode | DiT ms/chunk | decode ms/chunk | latency ms/chunk | p90 ms | FPS | FPS (DiT only) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(f"| {r['mode']} | {r['dit_ms']:.1f} | {r['decode_ms']:.1f} | {r['latency_ms']:.1f} | "
-                     f"{r['p90_ms']:.1f} | {r['fps']:.1f} | {r['fps_dit_only']:.1f} |")
-    if any("compile_warmup_s" in r for r in rows):
-        lines += ["", f"torch.compile warm-up (compilation) took {rows[-1]['compile_warmup_s']:.0f} s."]
-    lines += ["", "The pruned-decoder row swaps in the structurally pruned Wan decoder (`wtf train decoder`); "
-              "the other rows use the full decoder."]
-    lines += ["", "Paper (WanToFight): 30 FPS at 512x384 on one RTX 5090 (4-step student, pruned VAE decoder)."]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_table(rows, args, config, device, final=True)
     return 0
 
 
