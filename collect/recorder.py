@@ -82,19 +82,20 @@ class Recorder:
         self.start_state: bytes = self.env.initial_state
         self.table = game.buttons
         self.done = DoneCondition.load(game.scenario_path())
-        self._presses: dict[int, tuple[np.ndarray, int, list[bool]]] = {}
+        self._presses: dict[int, tuple[np.ndarray, int, tuple[int, ...]]] = {}
 
     def close(self) -> None:
         self.env.close()
 
     # ------------------------------------------------------------------------------------------
 
-    def _press(self, mask: int) -> tuple[np.ndarray, int, list[bool]]:
-        """A wish → (core buttons, the mask they mean, the buttons as movie keys); cached per mask."""
+    def _press(self, mask: int) -> tuple[np.ndarray, int, tuple[int, ...]]:
+        """A wish → (core buttons, the mask they mean, the movie keys held down); cached per mask."""
         pressed = self._presses.get(mask)
         if pressed is None:
             buttons = self.table.to_buttons(mask)
-            pressed = self._presses[mask] = (buttons, self.table.from_buttons(buttons), [bool(b) for b in buttons])
+            held = tuple(i for i, b in enumerate(buttons) if b)
+            pressed = self._presses[mask] = (buttons, self.table.from_buttons(buttons), held)
         return pressed
 
     def _step(self, masks: tuple[int, int], movie) -> tuple[int, int]:
@@ -104,9 +105,10 @@ class Recorder:
         for p, (buttons, _, _) in enumerate(presses):
             em.set_button_mask(buttons, p)
         for _ in range(self.config.frame_skip):
-            for p, (_, _, keys) in enumerate(presses):
-                for i, key in enumerate(keys):
-                    movie.set_key(i, key, p)
+            # the movie clears its keys at every step(): setting the held ones writes the same log
+            for p, (_, _, held) in enumerate(presses):
+                for i in held:
+                    movie.set_key(i, True, p)
             movie.step()
             em.step()
         received = [received for _, received, _ in presses] + [0] * (2 - self.game.players)

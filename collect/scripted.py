@@ -128,7 +128,7 @@ class Since:
                 self.first, self.last = self.first + length, now
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Fighter:
     """One fighter in the last row, as the scripted AI reads it."""
 
@@ -172,7 +172,10 @@ class Scripted:
         self.ctx, self.rng = ctx, ctx.rng
         self.rules = Rules(ctx.game.info)
         self.mood = Temperament.draw(ctx.rng, self.rules.ground_moves)
-        self.since = {ctx.me: Since(), ctx.foe: Since()}
+        self.me, self.foe = ctx.me, ctx.foe
+        self.since = {self.me: Since(), self.foe: Since()}
+        self.ram_names = {who: tuple(f"{who}_{name}" for name in ("x", "y", "facing", "state", "move", "stun"))
+                          for who in (self.me, self.foe)}
         self.before: dict[str, int] | None = None
         self.step = 1
         """Emulator frames per row, measured from the `frame` counter."""
@@ -195,22 +198,22 @@ class Scripted:
     # -- reading the row -------------------------------------------------------------------------
 
     def observe(self, ram: dict[str, int]) -> tuple[Fighter, Fighter]:
+        # runs for both players on every recorded row: names are built once (reset), not per row
         before = self.before or ram
-        self.step = (ram["frame"] - before["frame"]) % 65536 or self.step
+        now = ram["frame"]
+        step = self.step = (now - before["frame"]) % 65536 or self.step
+        rules = self.rules
         fighters = []
-        for who in (self.ctx.me, self.ctx.foe):
-            move = self.rules.moves.get(ram[f"{who}_move"])
+        for who in (self.me, self.foe):
+            x_name, y_name, facing, state, move_id, stun = self.ram_names[who]
+            move = rules.moves.get(ram[move_id])
             since = self.since[who]
-            since.update((ram[f"{who}_state"], ram[f"{who}_move"]), before["frame"], ram["frame"],
-                         self.rules.length(move) if move else 0)
+            since.update((ram[state], ram[move_id]), before["frame"], now, rules.length(move) if move else 0)
             fighters.append(Fighter(
-                x=ram[f"{who}_x"], y=ram[f"{who}_y"],
-                facing_right=ram[f"{who}_facing"] == self.rules.facing_right,
-                state=self.rules.state_names.get(ram[f"{who}_state"], "unknown"), move=move,
-                stun=ram[f"{who}_stun"],
-                velocity=((ram[f"{who}_x"] - before[f"{who}_x"]) / self.step,
-                          (ram[f"{who}_y"] - before[f"{who}_y"]) / self.step),
-                timer=(ram["frame"] - since.last, ram["frame"] - since.first),
+                x=ram[x_name], y=ram[y_name], facing_right=ram[facing] == rules.facing_right,
+                state=rules.state_names.get(ram[state], "unknown"), move=move, stun=ram[stun],
+                velocity=((ram[x_name] - before[x_name]) / step, (ram[y_name] - before[y_name]) / step),
+                timer=(now - since.last, now - since.first),
             ))
         self.before = ram
         return fighters[0], fighters[1]
@@ -231,7 +234,7 @@ class Scripted:
         return 1_000  # KO, victory, or an air move that stays until landing
 
     def opening_key(self, foe: Fighter) -> tuple:
-        return (self.since[self.ctx.foe].first, foe.state, foe.move["id"] if foe.move else 0)
+        return (self.since[self.foe].first, foe.state, foe.move["id"] if foe.move else 0)
 
     def roll(self, key: tuple, chance: float) -> bool:
         """One coin flip per situation (a foe's move, an opening), kept while the situation lasts."""
