@@ -169,7 +169,7 @@ class Scripted:
 
     def reset(self, ctx: PlayerContext) -> None:
         require_ram(ctx, self.spec, self.needs)
-        self.ctx, self.rng = ctx, ctx.rng
+        self.rng = ctx.rng
         self.rules = Rules(ctx.game.info)
         self.mood = Temperament.draw(ctx.rng, self.rules.ground_moves)
         self.me, self.foe = ctx.me, ctx.foe
