@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import typer
 
+from wantofight import __version__
 from wantofight.annotate import cli as annotate_cli
 from wantofight.annotate import curator_cli
+from wantofight.cli_util import Group
 from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
 from wantofight.datasets import cli as datasets_cli
@@ -23,7 +25,22 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=Group,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"wtf {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print the version and exit."),
+) -> None:
+    """wantofight: record, annotate, curate and train generative fighting-game engines."""
 
 collect_cli.register(app)
 annotate_cli.register(app)
