@@ -77,6 +77,6 @@ def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
     except (ConfigError, DataError, TrainError, FileNotFoundError) as err:
         fail(str(err))
     except ImportError as err:
-        fail(f"{err} (the trainer needs the model extra: pip install 'wantofight[model]')")
+        fail(f'{err} (the trainer needs the [model] extra: pip install -e ".[model]")')
     finally:
         teardown()

@@ -6,21 +6,30 @@ from typing import Iterable, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 console = Console()
 errors = Console(stderr=True)
 
+# The import name of each optional dependency -> the extra of pyproject.toml that brings it.
+# torch comes with both [model] and [ppo]; the agents' own checks name [ppo].
+EXTRAS = {
+    "torch": "model", "torchvision": "model", "diffusers": "model", "open_clip": "model", "safetensors": "model",
+    "torchmetrics": "model", "lpips": "model", "stable_baselines3": "ppo", "duckdb": "curate", "matplotlib": "curate",
+    "PIL": "curate",
+}
+
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error naming the bad thing and exit non-zero."""
-    errors.print(f"[bold red]error:[/] {message}", soft_wrap=True, highlight=False)
+    errors.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
     """Print a one-line warning (a skipped episode, a corrupt row) and carry on."""
-    errors.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
+    errors.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, highlight=False)
 
 
 def typed_options(ctx: typer.Context, names: Iterable[str]) -> set[str]:
@@ -30,11 +39,23 @@ def typed_options(ctx: typer.Context, names: Iterable[str]) -> set[str]:
 
 
 class Group(TyperGroup):
-    """The root `wtf` group: help without type tags."""
+    """The root `wtf` group: help without type tags, and a missing optional dependency as one line
+    naming its extra, whichever command imports it."""
 
     def main(self, *args, **kwargs):
         hide_type_tags(self)
         return super().main(*args, **kwargs)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as err:
+            top = (err.name or "").split(".")[0]
+            if top not in EXTRAS:
+                raise
+            command = " ".join(filter(None, (ctx.command_path, ctx.invoked_subcommand)))
+            extra = EXTRAS[top]
+            fail(f'{command} needs {top}, which comes with the [{extra}] extra: pip install -e ".[{extra}]"')
 
 
 def hide_type_tags(command) -> None:
