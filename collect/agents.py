@@ -2,7 +2,7 @@
 
 `train()` runs K `FightEnv`s in spawned subprocesses (stable-retro allows one emulator per process),
 writes `OUT/checkpoints/step_XXXXXXX.zip` every `checkpoint_every` steps and `OUT/final.zip`, and
-continues from the latest checkpoint with `resume=True`. `evaluate()` plays matches between two
+continues from the newest of them with `resume=True`. `evaluate()` plays matches between two
 `wtf collect` policies on the same emulator path the recorder uses and scores them from RAM.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import time
+import zipfile
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -135,9 +136,19 @@ def prepare_run(out: Path, config: TrainConfig, resume: bool, given: set[str]) -
     return config
 
 
-def latest_checkpoint(out: Path) -> Path | None:
+def saved_steps(path: Path) -> int:
+    """The step count stored in a stable-baselines3 .zip (its `data` JSON; no torch needed)."""
+    with zipfile.ZipFile(path) as archive:
+        return int(json.loads(archive.read("data"))["num_timesteps"])
+
+
+def newest_save(out: Path) -> Path | None:
+    """The save `--resume` continues from: the one with the most steps among the checkpoints and
+    final.zip (a `--minutes` limit or Ctrl-C stops between checkpoints)."""
     found = sorted((out / "checkpoints").glob("step_*.zip"))
-    return found[-1] if found else None
+    if (out / "final.zip").is_file():
+        found.append(out / "final.zip")
+    return max(found, key=saved_steps, default=None)
 
 
 def checkpoint_path(out: Path, step: int) -> Path:
@@ -190,7 +201,7 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
     validate_train(config)
     config = prepare_run(out, config, resume, given)
     torch.set_num_threads(1)  # the envs own the other cores; a small MLP gains nothing from threads
-    start = latest_checkpoint(out) if resume else None
+    start = newest_save(out) if resume else None
     # Self-play starts the envs on `random`; the first frozen snapshot replaces it before any episode.
     venv = make_vec_env(config, "random" if config.opponent == "self" else config.opponent)
     try:

@@ -27,7 +27,7 @@ def train_command(
     frame_skip: int = typer.Option(2, help="Emulator steps per decision: 2 for `wtf collect --fps 30`, 1 for --fps 60."),
     n_steps: int = typer.Option(1024, help="PPO rollout length per env between updates."),
     batch_size: int = typer.Option(256, help="PPO minibatch size."),
-    resume: bool = typer.Option(False, help="Continue OUT from its latest checkpoint up to --steps."),
+    resume: bool = typer.Option(False, help="Continue OUT from its newest save (checkpoint or final.zip) up to --steps."),
     minutes: float = typer.Option(0, help="Stop after this many minutes of training (0: no limit); final.zip is "
                                             "still written and --resume continues."),
     progress: bool = typer.Option(True, help="Show a progress bar."),

@@ -82,6 +82,21 @@ def test_resume_continues_from_the_latest_checkpoint(tmp_path, trained):
     assert nothing.exit_code == 2 and "holds no training run" in one_line(nothing.output)
 
 
+def test_resume_continues_from_the_newest_save_even_when_it_is_final_zip(tmp_path):
+    """`--minutes` stops between checkpoints and writes final.zip: --resume continues from there."""
+    from wantofight.collect.ppo_policy import load_model
+
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["agents", "train", "--out", str(run), "--steps", "5000", "--minutes", "0.001", *TINY])
+    assert result.exit_code == 0, result.output
+    stopped_at = load_model(run / "final.zip").num_timesteps
+    assert 0 < stopped_at < 5000
+    resumed = runner.invoke(app, ["agents", "train", "--out", str(run), "--resume", "--steps", str(stopped_at + 1),
+                                  "--no-progress"])
+    assert resumed.exit_code == 0, resumed.output
+    assert load_model(run / "final.zip").num_timesteps == stopped_at + 128  # one more 2 x 64-step rollout
+
+
 @pytest.mark.slow
 def test_self_play_refreshes_frozen_snapshots(tmp_path):
     run = tmp_path / "self"
