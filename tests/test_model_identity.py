@@ -52,3 +52,35 @@ def test_association_has_no_player_slot_embedding():
     with torch.no_grad():
         torch.testing.assert_close(model(x, 500.0, k, same), model(x, 500.0, k[:, :, [1, 0]], same),
                                    atol=1e-6, rtol=1e-6)
+
+
+def keyboard_update(model, hidden, k, refs, frames: int, tokens: int) -> torch.Tensor:
+    """What the first keyboard injection adds to `hidden` (B, F N, D) under keys `k` and references."""
+    from wantofight_model.attention import dense_mask, keyboard_window_mask
+
+    dit = model.dit
+    keyboard = dit.keyboard_latents(k, model.encode_references(refs))  # (B, P, F, E)
+    mask = dense_mask(keyboard_window_mask(tokens, model.config.keyboard_window, 0, 0), frames * tokens, frames,
+                      hidden.device)
+    return dit.keyboard_injection[0](hidden, keyboard, mask) - hidden
+
+
+def test_a_video_token_picks_its_own_players_keys_and_player_order_does_not_matter():
+    """Player 1 holds three keys, player 2 none, each with its own reference image. The update a frame's
+    tokens receive must depend on the token (a sprite's tokens can take their player's keys): spread over
+    the frame's tokens relative to the update's size. With one softmax per player, summed, it was 8.5e-7
+    (every token got the same vector); with one softmax over both players' latents it is 1.9. Swapping
+    the players (keys and images together) leaves it unchanged."""
+    model = tiny_model()
+    F, N = 5, 16  # 8x8 latents, 2x2 patches
+    k = torch.zeros(2, 17, 2, 16)
+    k[:, 1:, 0, [0, 3, 7]] = 1
+    refs = ref_images()
+    hidden = torch.randn(2, F * N, model.config.dim, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        update = keyboard_update(model, hidden, k, refs, F, N)
+        swapped = keyboard_update(model, hidden, k[:, :, [1, 0]], refs[:, [1, 0]], F, N)
+    frame = update[:, 3 * N:4 * N]  # latent frame 3: its window (frames 1..3) holds the same keys throughout
+    spread = (frame - frame.mean(dim=1, keepdim=True)).abs().max() / frame.abs().mean()
+    assert spread > 0.1, float(spread)
+    torch.testing.assert_close(swapped, update, atol=1e-6, rtol=1e-6)

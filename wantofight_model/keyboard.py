@@ -56,14 +56,17 @@ class KeyboardEncoder(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 class KeyboardInjection(nn.Module):
-    """Cross-attention from video tokens to one player's keyboard latents at a time, gated.
+    """Cross-attention from video tokens to both players' keyboard latents at once, gated.
 
-    For each player p (same weights, each reading the same incoming stream x):
-        h_p = o(Attn(q = x, kv = keyboard_p, window mask)),  g_p = sigmoid(W h_p + b)
-    and x + sum_p g_p * h_p is returned. The output projection `o` starts at zero, so at
-    initialisation the injection is the identity and a pretrained backbone is unchanged.
-    Summing per-player contributions (rather than chaining them) keeps the result independent of
-    the players' order, which the player association relies on (docs/model.md).
+    The keys/values are the players' (bound) latents in one set, the same window mask for each player:
+        h = o(Attn(q = x, kv = [keyboard_1 | keyboard_2], window mask)),  g = sigmoid(W h + b)
+    and x + g * h is returned. One softmax over both players lets each video token weigh one player's
+    presses against the other's: a token on a fighter's sprite can take its own player's keys. The
+    latents carry their player's identity (`PlayerAssociation`), which is what it matches them by; a
+    softmax per player would give every token of a frame the same update whenever a player's keys are
+    held (the window's latents are then equal). A set has no order, so the result does not depend on
+    which player is called "P1". The output projection `o` starts at zero, so at initialisation the
+    injection is the identity and a pretrained backbone is unchanged.
     """
 
     def __init__(self, dim: int, keyboard_dim: int, num_heads: int, eps: float = 1e-6, gate_bias: float = 0.0):
@@ -83,12 +86,13 @@ class KeyboardInjection(nn.Module):
 
     def forward(self, x: torch.Tensor, keyboard: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """x (B, L, D); keyboard (B, P, Fk, E); mask (L, Fk) window mask -> (B, L, D)."""
+        P = keyboard.shape[1]
         q = self.norm_q(self.q(self.norm(x))).unflatten(-1, (self.num_heads, -1))  # (B, L, H, D/H)
-        update = torch.zeros_like(x)
-        for p in range(keyboard.shape[1]):  # players one after the other (paper), shared weights
-            k = self.norm_k(self.k(keyboard[:, p])).unflatten(-1, (self.num_heads, -1))  # (B, Fk, H, D/H)
-            v = self.v(keyboard[:, p]).unflatten(-1, (self.num_heads, -1))  # (B, Fk, H, D/H)
-            h = self.o(attention(q, k, v, mask))  # (B, L, D)
-            g = torch.sigmoid(self.gate(h))  # gate: lets the model ignore presses mid-animation
-            update = update + g * h
-        return x + update
+        both = keyboard.flatten(1, 2)  # (B, P Fk, E): player-major, one set
+        k = self.norm_k(self.k(both)).unflatten(-1, (self.num_heads, -1))  # (B, P Fk, H, D/H)
+        v = self.v(both).unflatten(-1, (self.num_heads, -1))  # (B, P Fk, H, D/H)
+        if mask is not None:
+            mask = mask.repeat(1, P)  # (L, P Fk): each player's latents under the same window
+        h = self.o(attention(q, k, v, mask))  # (B, L, D)
+        g = torch.sigmoid(self.gate(h))  # gate: lets the model ignore presses mid-animation
+        return x + g * h
