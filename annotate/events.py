@@ -297,33 +297,68 @@ def overlaps(ctx: Context) -> list[Event]:
         return ctx.skip("overlap", "no box sizes for this game (game.json boxes)")
     if not needs(ctx, "overlap", ("p1_x", "p2_x", "p1_y", "p2_y")):
         return []
-    boxes = {p: hurtboxes(ctx, p) for p in (1, 2)}
-    (ax0, ay0, ax1, ay1, av), (bx0, by0, bx1, by1, bv) = boxes[1], boxes[2]
-    hit = av & bv & (ax0 < bx1) & (bx0 < ax1) & (ay0 < by1) & (by0 < ay1)
+    hit = box_overlap(hurtboxes(ctx, 1), hurtboxes(ctx, 2)) > 0
     if ctx.fighting is not None:
         hit &= ctx.fighting
     return [Event("overlap", a, b, (1, 2)) for a, b in runs(hit)]
 
 
-def hurtboxes(ctx: Context, player: int) -> tuple[np.ndarray, ...]:
-    """(x0, y0, x1, y1, valid) per row; stance from the state: down (no box), air, crouch, stand."""
+def stances(ctx: Context, player: int) -> np.ndarray:
+    """Per row `stand`, `crouch`, `air` or `down` (knocked down, waking up, KO'd), from the state."""
     tl = ctx.players[player]
-    x, y = ctx.col(f"p{player}_x"), ctx.col(f"p{player}_y")
     crouch_moves = [m.id for m in ctx.rules.moves.values() if m.stance == "crouch"]
     crouching = tl.is_state(*CROUCH_STATES) | (tl.is_state("attack") & np.isin(tl.move, crouch_moves))
     stance = np.where(tl.airborne(), "air", np.where(crouching, "crouch", "stand")).astype(object)
     stance[tl.is_state(*DOWN_STATES)] = "down"
+    return stance
+
+
+def place_boxes(ctx: Context, player: int, table: dict, stance: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(x0, y0, x1, y1, valid) per row: the `table` box of each row's stance around the fighter;
+    a box's dx is mirrored for a fighter facing left (hurtboxes are symmetric, sprites are not)."""
+    x, y = ctx.col(f"p{player}_x"), ctx.col(f"p{player}_y")
+    left = ctx.col(f"p{player}_facing") != ctx.rules.facing_right if ctx.has(f"p{player}_facing") else \
+        np.zeros(len(x), dtype=bool)
     out = [np.zeros(len(x), dtype=np.int64) for _ in range(4)] + [np.zeros(len(x), dtype=bool)]
-    for name in ("stand", "crouch", "air"):
-        box = ctx.rules.hurtboxes.get(name)
+    for name, box in table.items():
         rows = stance == name
         if box is None:
             continue
         dx, dy, w, h = box
-        out[0][rows], out[1][rows] = x[rows] + dx, y[rows] + dy
-        out[2][rows], out[3][rows] = x[rows] + dx + w, y[rows] + dy + h
+        x0 = np.where(left[rows], x[rows] - dx - w, x[rows] + dx)
+        out[0][rows], out[1][rows] = x0, y[rows] + dy
+        out[2][rows], out[3][rows] = x0 + w, y[rows] + dy + h
         out[4][rows] = True
     return tuple(out)
+
+
+def hurtboxes(ctx: Context, player: int) -> tuple[np.ndarray, ...]:
+    """(x0, y0, x1, y1, valid) per row; stance from the state: down (no box), air, crouch, stand."""
+    return place_boxes(ctx, player, {k: ctx.rules.hurtboxes.get(k) for k in ("stand", "crouch", "air")},
+                       stances(ctx, player))
+
+
+def sprite_boxes(ctx: Context, player: int) -> tuple[np.ndarray, ...]:
+    """(x0, y0, x1, y1, valid) per row: where the fighter is drawn (game.json `boxes.sprite`), reaching
+    `sprite_reach` forward while attacking."""
+    stance = stances(ctx, player)
+    boxes = list(place_boxes(ctx, player, ctx.rules.sprites, stance))
+    reach = ctx.rules.sprite_reach
+    if reach is not None:
+        attacking = ctx.players[player].is_state("attack")
+        left = ctx.col(f"p{player}_facing") != ctx.rules.facing_right
+        x = ctx.col(f"p{player}_x")
+        boxes[0] = np.where(attacking & left, np.minimum(boxes[0], x - reach), boxes[0])
+        boxes[2] = np.where(attacking & ~left, np.maximum(boxes[2], x + reach + 1), boxes[2])
+    return tuple(boxes)
+
+
+def box_overlap(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per row, the width in px by which two boxes (x0, y0, x1, y1, valid) intersect (0 if not)."""
+    (ax0, ay0, ax1, ay1, av), (bx0, by0, bx1, by1, bv) = a, b
+    width = np.minimum(ax1, bx1) - np.maximum(ax0, bx0)
+    meet = av & bv & (ay0 < by1) & (by0 < ay1)
+    return np.where(meet, np.maximum(width, 0), 0)
 
 
 # ---------------------------------------------------------------------------------------------

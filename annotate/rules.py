@@ -43,6 +43,10 @@ class GameRules:
     facing_right: int | None = None
     ground_y: int | None = None
     hurtboxes: dict[str, list[int] | None] = field(default_factory=dict)
+    sprites: dict[str, list[int]] = field(default_factory=dict)
+    """Drawn extent per stance (game.json `boxes.sprite`), facing right; for visual overlap."""
+    sprite_reach: int | None = None
+    """How far forward an attacking pose is drawn (game.json `boxes.sprite_reach`)."""
     ko_pause_frames: int | None = None
 
     @classmethod
@@ -61,6 +65,8 @@ class GameRules:
             facing_right=info.get("facing", {}).get("right"),
             ground_y=info.get("ground_y"),
             hurtboxes=dict(info.get("boxes", {}).get("hurtbox", {})),
+            sprites=dict(info.get("boxes", {}).get("sprite", {})),
+            sprite_reach=info.get("boxes", {}).get("sprite_reach"),
             ko_pause_frames=info.get("ko_pause_frames"),
         )
 
