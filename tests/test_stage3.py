@@ -130,6 +130,28 @@ def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
     assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "run"))["dmd"]["critic_steps"] == 3
 
 
+class RecordsRollouts(Stage3Trainer):
+    """Keeps (phase, exit steps) of every rollout: phase 0 = generator update, 1.. = critic updates."""
+
+    def rollout(self, batch, step, phase, micro, **kwargs):
+        roll = super().rollout(batch, step, phase, micro, **kwargs)
+        self.seen = getattr(self, "seen", []) + [(phase, roll.exit_steps)]
+        return roll
+
+
+def test_critic_rollouts_exit_at_random_steps_like_the_generators(tmp_path, teacher):
+    """The critic must learn the score of what the DMD loss scores: each chunk's x0 at a random exit step.
+    Before, critic rollouts (no gradient) always exited at the last step: 12 of 12 draws were step 3."""
+    config = stage_config("stage3", "max_steps=2", "ema_decay=0.0")
+    trainer = RecordsRollouts(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=3),
+                              datasets=synthetic_datasets(), progress=False)
+    trainer.fit()
+    critic = [e for phase, exits in trainer.seen if phase > 0 for e in exits]
+    generator = [e for phase, exits in trainer.seen if phase == 0 for e in exits]
+    assert len(critic) == 12 and len(generator) == 4
+    assert len(set(critic)) > 1 and set(critic) <= {0, 1, 2, 3}, critic
+
+
 class OneBatch(FixedBatch, Stage3Trainer):
     def noise_step(self):
         return 0
@@ -162,7 +184,8 @@ class CatchesUp(FixedBatch, Stage3Trainer):
         """Mean squared distance of the student's 4-step samples (inference sampler, noise never
         trained on) to the batch's real latents."""
         batch = self.batch()
-        return float((self.rollout(batch, -1, 0, 0).latents - batch["latents"][:, :, 1:]).pow(2).mean())
+        return float((self.rollout(batch, -1, 0, 0, inference=True).latents - batch["latents"][:, :, 1:])
+                     .pow(2).mean())
 
 
 @pytest.mark.slow

@@ -9,11 +9,15 @@ the teacher's weights; the teacher (real score) stays frozen.
 One optimiser step (`step()`), for the step's micro-batches of real conditioning (the first latent
 frame, the keys of every frame, the reference tokens):
 
-    critic_steps x   critic update: self-forcing rollout of the student without gradient (exactly
-                     the inference sampler), flow-matching loss of the critic on it, AdamW step
+    critic_steps x   critic update: self-forcing rollout of the student without gradient (the
+                     inference sampler, each chunk's output taken at a random exit step as below),
+                     flow-matching loss of the critic on it, AdamW step
     1 x              generator update: rollout with gradient at one random exit step per chunk,
                      DMD loss (teacher vs critic x0 predictions), AdamW step, LR schedule, EMA
     collapse check   student outputs of the batch vs its real latents (train/collapse.py)
+
+The critic's rollouts exit like the generator's so that the critic learns the score of the very
+samples the DMD loss scores.
 
 Under torchrun (`parallel=ddp|fsdp`) each rank runs the same step on its share of the global batch with
 the draws one process would make (per-sample generators keyed by the global sample index; exit steps
@@ -73,7 +77,8 @@ class DMDConfig:
     t_max: float = 0.98
     """Highest such noise level (980 / 1000)."""
     random_exit: bool = True
-    """Gradient through a random denoising step per chunk (Self-Forcing); else always the last."""
+    """Each chunk's output (and gradient) from a random denoising step (Self-Forcing), in generator and
+    critic rollouts alike; else always the last."""
     collapse: CollapseConfig = field(default_factory=CollapseConfig)
     """Per-batch collapse thresholds."""
 
@@ -160,8 +165,11 @@ class Stage3Trainer(Stage2Trainer):
         return super().build_optimizer()
 
     # ---- rollouts ----
-    def rollout(self, batch: dict, step: int, phase: int, micro: int):
-        """The student's chunks after the batch's first latent frame, as inference makes them."""
+    def rollout(self, batch: dict, step: int, phase: int, micro: int, inference: bool = False):
+        """The student's chunks after the batch's first latent frame, as inference makes them, each
+        chunk's output taken at its exit step: drawn at random per chunk (`dmd.random_exit`) for the
+        generator update and the critic's updates alike, so the critic learns the score of the samples
+        the DMD loss scores; `inference` exits at the last step (the sampler's own output)."""
         from wantofight_model.kv_cache import RollingKVCache
 
         z = batch["latents"]
@@ -170,7 +178,7 @@ class Stage3Trainer(Stage2Trainer):
         gens = self.phase_generators(step, phase, micro, B)
         n_chunks = (z.shape[2] - 1) // m.chunk_latent_frames
         exits = None
-        if self.dmd.random_exit and torch.is_grad_enabled():
+        if self.dmd.random_exit and not inference:
             shared = self.noise_generator(step, phase * 1000 + micro, 2**31 - 1)  # same on every rank
             exits = torch.randint(self.dmd.student_steps, (n_chunks,), generator=shared, device=self.device).tolist()
         cache = RollingKVCache.from_config(m, B, self.device, torch.float32)
