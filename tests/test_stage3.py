@@ -152,6 +152,42 @@ def test_critic_rollouts_exit_at_random_steps_like_the_generators(tmp_path, teac
     assert len(set(critic)) > 1 and set(critic) <= {0, 1, 2, 3}, critic
 
 
+def longest_overlap(a: torch.Tensor, b: torch.Tensor, max_shift: int = 8) -> float:
+    """The largest fraction of equal elements between flat tensors a and b shifted by up to `max_shift`."""
+    a, b = a.flatten(), b.flatten()
+    best = 0.0
+    for s in range(-max_shift, max_shift + 1):
+        x, y = a[max(s, 0):], b[max(-s, 0):]
+        n = min(len(x), len(y))
+        best = max(best, float(torch.isclose(x[:n], y[:n], rtol=0, atol=1e-6).float().mean()))
+    return best
+
+
+def test_score_noise_is_independent_of_the_rollouts_noise(tmp_path, teacher, monkeypatch):
+    """The noise that re-noises the student's samples for the DMD and critic losses must be a stream of its
+    own. Before, it came from generators seeded like the rollout's, and 87.5% of it equalled the rollout's
+    initial noise shifted by one element; now no shift of it shares more than 0.05% (one element)."""
+    from wantofight.train import dmd
+
+    draws = []
+    original = dmd.randn_per_sample
+
+    def recording(shape, generators, device):
+        noise = original(shape, generators, device)
+        draws.append(noise)
+        return noise
+
+    monkeypatch.setattr(dmd, "randn_per_sample", recording)
+    config = stage_config("stage3", "max_steps=1", "ema_decay=0.0")
+    Stage3Trainer(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=2),
+                  datasets=synthetic_datasets(), progress=False).fit()
+    score = [d for d in draws if d.shape[2] == 4]  # the generated frames of both chunks: critic x2, DMD x1
+    rollout = [d for d in draws if d.shape[2] == 2]  # per chunk: initial noise, then re-noising
+    assert len(score) == 3 and len(rollout) == 3 * 2 * 4
+    overlap = max(longest_overlap(s[i], r[i]) for s in score for r in rollout for i in range(s.shape[0]))
+    assert overlap < 0.01, overlap
+
+
 class OneBatch(FixedBatch, Stage3Trainer):
     def noise_step(self):
         return 0

@@ -17,7 +17,8 @@ frame, the keys of every frame, the reference tokens):
     collapse check   student outputs of the batch vs its real latents (train/collapse.py)
 
 The critic's rollouts exit like the generator's so that the critic learns the score of the very
-samples the DMD loss scores.
+samples the DMD loss scores. The losses re-noise the rollouts with noise from a seed stream of
+their own (`phase_generators(..., "score")`), not the one the rollout was drawn from.
 
 Under torchrun (`parallel=ddp|fsdp`) each rank runs the same step on its share of the global batch with
 the draws one process would make (per-sample generators keyed by the global sample index; exit steps
@@ -59,6 +60,10 @@ from wantofight.train.config import ConfigError, parse_set
 from wantofight.train.dmd import critic_loss, generator_loss, self_forcing_rollout
 from wantofight.train.stage2 import Stage2Trainer, load_trainer_weights
 from wantofight.train.trainer import StepStats, TrainError
+
+SEED_STREAMS = {"rollout": 0, "score": 1}
+"""Which `Trainer.noise_generator` stream each use of a sample's draws takes."""
+
 
 @dataclass
 class DMDConfig:
@@ -187,10 +192,14 @@ class Stage3Trainer(Stage2Trainer):
                                         self.flow_sampling, self.dmd.student_steps, m.chunk_frames,
                                         m.chunk_latent_frames, m.cache_write_step, gens, exits, self.dmd.sampler)
 
-    def phase_generators(self, step: int, phase: int, micro: int, batch_size: int) -> list[torch.Generator]:
+    def phase_generators(self, step: int, phase: int, micro: int, batch_size: int,
+                         purpose: str = "rollout") -> list[torch.Generator]:
         """One generator per sample for each (step, phase, micro-batch); phase 0 = generator update,
-        1..critic_steps = critic updates."""
-        return [self.noise_generator(step, phase * 1000 + micro, self.global_index(i, batch_size))
+        1..critic_steps = critic updates. `purpose` gives each use its own stream: `rollout` (the
+        student's chunk noise) or `score` (the noise level and noise of the DMD / critic losses), so the
+        samples are not re-noised with the very noise they were generated from."""
+        stream = SEED_STREAMS[purpose]
+        return [self.noise_generator(step, phase * 1000 + micro, self.global_index(i, batch_size), stream)
                 for i in range(batch_size)]
 
     @property
@@ -206,7 +215,7 @@ class Stage3Trainer(Stage2Trainer):
         roll = self.rollout(batch, step, 0, micro)
         self._last_rollout = roll
         z = batch["latents"]
-        gens = self.phase_generators(step, 0, micro, z.shape[0])
+        gens = self.phase_generators(step, 0, micro, z.shape[0], "score")
         with self.autocast():
             terms = generator_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.teacher,
                                    self.critic, self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)
@@ -222,7 +231,7 @@ class Stage3Trainer(Stage2Trainer):
             with torch.no_grad():
                 roll = self.rollout(batch, step, phase, micro)
             z = batch["latents"]
-            gens = self.phase_generators(step, phase, micro, z.shape[0])
+            gens = self.phase_generators(step, phase, micro, z.shape[0], "score")
             with dist_utils.no_sync(self.critic_wrapped, skip=micro < accum - 1), self.autocast():
                 loss = critic_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.critic_wrapped,
                                    self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)

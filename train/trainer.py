@@ -364,10 +364,12 @@ class Trainer:
             norm = norm.full_tensor()
         return float(norm)
 
-    def noise_generator(self, step: int, micro: int, index: int) -> torch.Generator:
-        """Generator of one sample's draws; `index` is the sample's place in the global micro-batch."""
+    def noise_generator(self, step: int, micro: int, index: int, stream: int = 0) -> torch.Generator:
+        """Generator of one sample's draws; `index` is the sample's place in the global micro-batch.
+        `stream` > 0 gives an independent stream of the same sample, for a draw that must not reuse the
+        main one's numbers (stage 3 re-noises its rollouts with one)."""
         gen = torch.Generator(device=self.device)
-        gen.manual_seed(sample_seed(self.config.seed, step, micro, index))
+        gen.manual_seed(sample_seed(self.config.seed, step, micro, index, *([stream] if stream else [])))
         return gen
 
     def global_index(self, i: int, batch_size: int) -> int:
