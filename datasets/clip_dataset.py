@@ -294,18 +294,19 @@ class ClipDataset:
         }
 
     def _references(self, row: dict, pixels: np.ndarray, rows: np.ndarray):
-        """(2, 3, ref_size, ref_size): each fighter cropped from the window frame where both stand
-        idle furthest apart (docs/datasets.md); the whole frame where the game has no positions."""
+        """(2, 3, ref_size, ref_size): each fighter cropped from the window's first frame, the prompt
+        (docs/datasets.md): a later frame would tell the model where the fighters will be in the frames
+        it is asked to generate, which inference, given only the prompt, cannot know. The whole first
+        frame where the game has no positions."""
         import torch
 
         if any(row.get(c) is None for c in POSITION_COLUMNS):
             whole = fr.square_resize(pixels[0], self.ref_size)
             return torch.stack([whole, whole])
         lag = row["screen_ram_lag_frames"] or 0
-        t = fr.reference_frame(row["ram_p1_x"], row["ram_p2_x"], row["p1_action"], row["p2_action"], rows, lag)
-        ram_row = int(np.clip(rows[t] - lag, 0, row["num_frames"] - 1))
+        ram_row = int(np.clip(rows[0] - lag, 0, row["num_frames"] - 1))  # the NES shows RAM one frame late
         crop_top, crop_left = screen_offsets(row["game"])
-        crops = [fr.crop_fighter(pixels[t], row[f"ram_p{p}_x"][ram_row], row[f"ram_p{p}_y"][ram_row], crop_left,
+        crops = [fr.crop_fighter(pixels[0], row[f"ram_p{p}_x"][ram_row], row[f"ram_p{p}_y"][ram_row], crop_left,
                                  crop_top) for p in (1, 2)]
         return torch.stack([fr.square_resize(c, self.ref_size) for c in crops])
 

@@ -156,17 +156,6 @@ def key_bits(masks: np.ndarray) -> np.ndarray:
 # Reference images
 
 
-def reference_frame(p1_x, p2_x, p1_action, p2_action, rows: np.ndarray, lag: int) -> int:
-    """Index into the window of the frame to crop both fighters from: among frames whose RAM row
-    (frame row - lag; the NES shows RAM one frame late) has both fighters `idle`, the one where
-    they stand furthest apart; any frame if none is idle."""
-    ram_rows = np.clip(rows - lag, 0, len(p1_x) - 1)
-    gap = np.abs(np.asarray(p1_x)[ram_rows] - np.asarray(p2_x)[ram_rows]).astype(np.float64)
-    idle = np.array([p1_action[r] == "idle" and p2_action[r] == "idle" for r in ram_rows])
-    score = gap + np.where(idle, 1e6, 0.0)
-    return int(np.argmax(score))
-
-
 def crop_fighter(frame: np.ndarray, x: int, y: int, crop_left: int, crop_top: int) -> np.ndarray:
     """A REF_CROP square of `frame` (h, w, 3) around a fighter whose centre is x and feet y in game
     coordinates (image column = x - crop_left, row = y - crop_top), shifted to stay inside."""

@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 from wantofight.datasets.clip_dataset import SPLITS, TIERS, ClipDataset, DatasetError, parse_tiers
 
 FORMAT = "wantofight-latents"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: reference images (and tokens) come from each window's first frame; version 1 cropped them from any
+frame of the window, showing the model where the fighters would be later (docs/datasets.md)."""
 ROWS_PER_GROUP = 8
 TMP_PREFIX = ".tmp-"
 

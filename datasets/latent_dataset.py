@@ -19,7 +19,7 @@ from wantofight.datasets import frames as fr
 from wantofight.datasets.clip_dataset import (SPLITS, TIERS, DatasetError, RowGroupReader, parse_tiers,
                                               row_groups)
 from wantofight.datasets.exclude import load_excludes
-from wantofight.datasets.latent_cache import FORMAT
+from wantofight.datasets.latent_cache import FORMAT, FORMAT_VERSION
 
 ITEM_COLUMNS = ["clip_id", "tier", "start", "latents", "latent_shape", "ref_tokens", "ref_tokens_shape",
                 "ref_images", "ref_images_shape", "p1_keys", "p2_keys", "p1_effective", "p2_effective",
@@ -38,6 +38,10 @@ class LatentDataset:
         self.manifest = json.loads(path.read_text())
         if self.manifest.get("format") != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} manifest")
+        if self.manifest.get("format_version", 1) < FORMAT_VERSION:
+            raise ValueError(f"{path}: format version {self.manifest.get('format_version', 1)} stores reference "
+                             f"images cropped from any frame of the window (version {FORMAT_VERSION} takes them "
+                             "from the first frame only); re-run `wtf encode`")
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
         cached = self.manifest["frames"]

@@ -167,6 +167,22 @@ def test_reference_images_are_crops_of_each_fighter(ds_dir):
         assert any(abs(left + REF_CROP // 2 - x) <= 1 for x in xs) or left in (0, 240 - REF_CROP)
 
 
+def test_reference_images_come_from_the_first_frame_of_the_window_only(ds_dir):
+    """The references must not show where the fighters will be later in the window (the frames the model
+    is asked to generate): they are cropped from the window's first frame, the prompt, which is all that
+    inference has too. So a 17-frame window and a 1-frame window that start at the same row have the same
+    references. Before, the crop came from the frame where both fighters stood idle furthest apart,
+    anywhere in the window: the references of 11 of the 16 windows checked differed."""
+    window = ClipDataset(ds_dir, "train", frames=17, size=NATIVE, ref_size=REF_CROP)
+    prompt = ClipDataset(ds_dir, "train", frames=1, size=NATIVE, ref_size=REF_CROP)
+    assert [r.clip_id for r in window.refs] == [r.clip_id for r in prompt.refs]
+    windows = [(i, start) for i in range(0, len(window), max(1, len(window) // 8))
+               for lo, hi in [window.start_range(i)] for start in sorted({lo, (lo + hi) // 2, hi})]
+    differ = [(i, start) for i, start in windows
+              if not torch.equal(window.load(i, start)["ref_images"], prompt.load(i, start)["ref_images"])]
+    assert len(windows) >= 12 and not differ, f"{len(differ)} of {len(windows)} windows: {differ}"
+
+
 def test_curators_exclude_lists_are_honoured(ds_dir, tmp_path):
     full = ClipDataset(ds_dir, "train", frames=9, size=(16, 16))
     dropped = [full.refs[0].clip_id, full.refs[-1].clip_id]

@@ -107,3 +107,15 @@ def test_encode_fails_in_one_line_on_bad_input(ds_dir, tmp_path):
                            (["--vae", "tiny", "--size", "20x20"], "multiple of 8")):
         result = runner.invoke(app, ["encode", str(ds_dir), "--out", str(tmp_path / "x"), "--frames", "9", *extra])
         assert result.exit_code != 0 and message in result.output, result.output
+
+
+def test_a_cache_whose_references_may_show_later_frames_is_refused(latent_dir, tmp_path):
+    """Format version 1 cropped each window's references from any of its frames; version 2 (the first
+    frame only, docs/datasets.md) refuses to train on such a cache and says to re-encode it."""
+    assert json.loads((latent_dir / "manifest.json").read_text())["format_version"] == 2
+    old = tmp_path / "old"
+    old.mkdir()
+    manifest = json.loads((latent_dir / "manifest.json").read_text())
+    (old / "manifest.json").write_text(json.dumps({**manifest, "format_version": 1}))
+    with pytest.raises(ValueError, match="format version 1 .* re-run `wtf encode`"):
+        LatentDataset(old, "train")
