@@ -1,11 +1,13 @@
 """Keyboard injection (paper §3.3): key stream -> 1D-conv encoder -> windowed, gated cross-attention.
 
-Time alignment (SPEC §4.2: keys[t] caused the transition into frame t). Latent frame 0 holds pixel
-frame 0 alone; latent frame f >= 1 holds pixel frames 4f-3 .. 4f. The encoder sees exactly those
-frames' keys: a stream that starts at frame 0 (T = 1 + 4k) is front-padded with 3 zero frames
-(keys[0] is all zeros anyway), then two stride-2 convolutions compress time 4x, so keyboard latent
-f depends on keys[4f-3 .. 4f] only. Temporal context across latents comes from the window mask, not
-from the encoder, which keeps streaming exact: a chunk's keyboard latents need only its own 8 keys.
+Time alignment (keys[t] caused the transition into frame t, docs/model.md). Latent frame 0 holds
+pixel frame 0 alone; latent frame f >= 1 holds pixel frames 4f-3 .. 4f. The encoder sees exactly
+those frames' keys: a stream that starts at frame 0 (T = 1 + 4k) is front-padded with 3 zero frames,
+then two stride-2 convolutions compress time 4x, so keyboard latent f depends on keys[4f-3 .. 4f]
+only. Row 0 itself (the keys that led into the prompt frame) is read as zeros: inference starting from
+a picture cannot know it, so a training window that starts mid-episode must not see it either.
+Temporal context across latents comes from the window mask, not from the encoder, which keeps
+streaming exact: a chunk's keyboard latents need only its own 8 keys.
 
 Letters: B batch, T pixel frames, P players, K key slots (16), F latent frames, E keyboard width,
 L video tokens, D model width, H heads.
@@ -43,7 +45,8 @@ class KeyboardEncoder(nn.Module):
         """keys (B, T, P, K) float in {0, 1}; T = 1 + 4k (stream start) or 4k (continuation)."""
         B, T, P, K = keys.shape
         if T % self.time_factor == 1:
-            keys = F.pad(keys, (0, 0, 0, 0, self.time_factor - 1, 0))  # (B, T + 3, P, K): frame 0 -> latent 0
+            # (B, T + 3, P, K): latent 0 = 4 zero rows, the prompt frame's own keys (row 0) included
+            keys = F.pad(keys[:, 1:], (0, 0, 0, 0, self.time_factor, 0))
         elif T % self.time_factor != 0:
             raise ValueError(f"key stream of {T} frames: expected 1 + 4k (from frame 0) or 4k frames")
         x = keys.permute(0, 2, 3, 1).reshape(B * P, K, keys.shape[1])  # (B P, K, T')
