@@ -83,6 +83,84 @@ class SyntheticLatentDataset:
         }
 
 
+class KeyedBlobDataset:
+    """Latents that only the keys explain: two blobs, one per player, each moved by its own player's keys.
+
+    Every clip starts from the same latent frame and has the same reference tokens; clips differ only
+    in their keys. Player p's blob has its own channel signature and row; in each latent frame f >= 1
+    the player holds LEFT, RIGHT or nothing through the frame's 4 pixel frames (rows 4f-3 .. 4f) and
+    the blob stands 2 latent columns left of, right of, or at its home column. So without the keys the
+    frames are a mixture of 3 places per blob, and with the players' keys swapped the wrong blob moves.
+    The model is symmetric in the players, so it can only tell whose keys are whose by the reference
+    tokens (a fixed random set per player). Same item dict as `SyntheticLatentDataset`.
+    """
+
+    is_latent = True
+    rows, homes, amplitude = (2, 5), (3, 4), 3.0
+
+    def __init__(self, n: int = 8, frames: int = FRAMES, seed: int = 0, preset: str = "tiny"):
+        from wantofight.collect.keys import SLOT_INDEX
+
+        m = get_preset(preset)
+        self.frames, self.seed, self.F = frames, seed, 1 + (frames - 1) // 4
+        self.shape = (m.latent_channels, self.F, m.latent_height, m.latent_width)
+        self.slots = {-1: SLOT_INDEX["LEFT"], 1: SLOT_INDEX["RIGHT"]}
+        gen = torch.Generator().manual_seed(1000 + seed)
+        self.signatures = torch.randn(2, m.latent_channels, generator=gen).sign()  # (P, C): each blob's look
+        self.ref_tokens = torch.randn(2, 4, m.clip_dim, generator=gen)  # (P, N, C)
+        self.item_tiers = ["single-action"] * n
+
+    def __len__(self) -> int:
+        return len(self.item_tiers)
+
+    def moves(self, i: int) -> torch.Tensor:
+        """(F - 1, P) in {-1, 0, 1}: where each player steers its blob in latent frames 1 .."""
+        return torch.randint(-1, 2, (self.F - 1, 2), generator=torch.Generator().manual_seed(self.seed * 100003 + i))
+
+    def __getitem__(self, key) -> dict:
+        i = key[0] if isinstance(key, tuple) else key
+        moves = self.moves(i)
+        keys = torch.zeros(self.frames, 2, 16)
+        C, F, h, w = self.shape
+        y, x = torch.arange(h).view(-1, 1).float(), torch.arange(w).view(1, -1).float()
+        latents = torch.zeros(self.shape)
+        for p in range(2):
+            for f in range(F):
+                move = int(moves[f - 1, p]) if f else 0
+                if move:
+                    keys[4 * f - 3:4 * f + 1, p, self.slots[move]] = 1
+                column = self.homes[p] + 2 * move
+                blob = torch.exp(-((y - self.rows[p]) ** 2 + (x - column) ** 2) / (2 * 0.8**2))  # (h, w)
+                latents[:, f] += self.amplitude * self.signatures[p].view(C, 1, 1) * blob
+        return {
+            "latents": latents,
+            "keys": keys,
+            "effective": torch.ones(self.frames, 2, dtype=torch.bool),
+            "ref_tokens": self.ref_tokens.clone(),
+            "tier": self.item_tiers[i],
+            "clip_id": f"blobs{i:04d}",
+            "start": 0,
+        }
+
+
+KEYED_SETS = ["data.batch_size=8", "optim.lr=3e-3", "train_shift=20", "context.noise_prob=0.0", "ema_decay=0.0",
+              'data.curriculum=[{"until": null, "weights": {"single-action": 1}}]']
+"""Training on `KeyedBlobDataset`: the whole set (8 clips) in every batch; train_shift 20 puts most noise
+levels near 1, where the keys decide what the frames show (at low noise the noisy frames show it)."""
+
+
+def keyed_losses(trainer, draws: int = 8) -> dict[str, float]:
+    """The trainer's loss on its (fixed) batch, averaged over `draws` fixed noise draws, with the batch's
+    keys, with every key released, and with the two players' keys swapped."""
+    batch = trainer.batch()
+    variants = {"keys": batch["keys"], "released": torch.zeros_like(batch["keys"]),
+                "swapped": batch["keys"][:, :, [1, 0]]}
+    trainer.wrapped.eval()
+    with torch.no_grad():
+        return {name: sum(float(trainer.loss({**batch, "keys": keys}, 0, step=10_000 + d)[0])
+                          for d in range(draws)) / draws for name, keys in variants.items()}
+
+
 def synthetic_datasets(n: int = 12, frames: int = FRAMES) -> dict:
     return {"train": SyntheticLatentDataset(n, frames, seed=0), "val": SyntheticLatentDataset(6, frames, seed=1)}
 
