@@ -1,0 +1,264 @@
+"""The benchmark report: every scored case of every variant in REPORT_DIR, summed up as the paper's
+tables, written as `report.json` and `index.html` (with plots and the side-by-side videos).
+
+    report = write_report(Path("report/"))        # after `wtf benchmark run`; safe to call again
+
+Averages are over cases (each case weighs the same), and within a case over both players; a
+player's share of rows is counted only over its scored rows (benchmark/scoring.py). The ratio
+columns divide by the `emulator` variant of the same folder, the probe's own ceiling.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from wantofight.benchmark.scenarios import FAMILIES, IDENTITY, SCENARIOS
+
+CURVE_MIN_CASES = 3
+"""A point of a curve over time is drawn only where at least this many cases reach that row."""
+
+
+def mean(values) -> float | None:
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    return float(sum(values) / len(values)) if values else None
+
+
+def case_follow(case: dict, key: str = "follow") -> float | None:
+    return mean([case[p][key] for p in ("p1", "p2")])
+
+
+def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
+    found = []
+    for vdir in sorted((out / "variants").glob("*")):
+        info_path = vdir / "variant.json"
+        if not info_path.is_file():
+            continue
+        cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json"))]
+        found.append((json.loads(info_path.read_text()), cases))
+    order = {"emulator": 0, "first-frame": 1}
+    return sorted(found, key=lambda v: (order.get(v[0]["model"], 2), v[0]["name"]))
+
+
+def curve(rows_per_case: list[list]) -> list[float | None]:
+    length = max((len(r) for r in rows_per_case), default=0)
+    out = []
+    for t in range(length):
+        values = [r[t] for r in rows_per_case if t < len(r) and r[t] is not None]
+        out.append(float(np.mean(values)) if len(values) >= CURVE_MIN_CASES else None)
+    while out and out[-1] is None:
+        out.pop()
+    return out
+
+
+def summarize(info: dict, cases: list[dict]) -> dict:
+    by_scenario = {s: [c for c in cases if c["scenario"] == s] for s in SCENARIOS}
+    families = {}
+    for family, scenarios in FAMILIES.items():
+        group = [c for s in scenarios for c in by_scenario[s]]
+        families[family] = {"cases": len(group), "follow": mean(case_follow(c) for c in group),
+                            "state": mean(case_follow(c, "state") for c in group),
+                            "direction": mean(case_follow(c, "direction") for c in group),
+                            "p1": mean(c["p1"]["follow"] for c in group), "p2": mean(c["p2"]["follow"] for c in group)}
+    families["all"] = {"cases": len(cases), "follow": mean(case_follow(c) for c in cases)}
+    scenarios = {}
+    for s, group in by_scenario.items():
+        row = {"cases": len(group), "follow": mean(case_follow(c) for c in group),
+               "psnr": mean(c["psnr"] for c in group), "ssim": mean(c["ssim"] for c in group),
+               "lpips": mean(c["lpips"] for c in group),
+               "x_error": mean(v for c in group for p in c["x_error"] for v in p)}
+        if s in IDENTITY:
+            bound = [c["binding"]["bound"] for c in group]
+            row["binding"] = 100.0 * sum(bound) / len(bound) if bound else None
+        scenarios[s] = row
+    moves = {}
+    for c in by_scenario["single-action"]:
+        moves.setdefault(c["label"], []).append(case_follow(c))
+    seconds = [s for c in cases for s in c.get("chunk_seconds", [])]
+    generated = sum(c["rows"] - 1 for c in cases if c.get("chunk_seconds"))
+    return {
+        "name": info["name"], "variant": info, "cases": len(cases), "families": families, "scenarios": scenarios,
+        "single_action_moves": {m: mean(v) for m, v in sorted(moves.items())},
+        "x_error_curve": curve([[mean(p[t] for p in c["x_error"]) for t in range(len(c["x_error"][0]))]
+                                for c in cases]),
+        "psnr_curve": curve([c["psnr_rows"] for c in cases]),
+        "speed": {"chunks": len(seconds), "ms_per_chunk": 1000 * statistics.mean(seconds) if seconds else None,
+                  "ms_per_chunk_median": 1000 * statistics.median(seconds) if seconds else None,
+                  "frames_per_s": generated / sum(seconds) if seconds else None},
+        "videos": [{"case_id": c["case_id"], "scenario": c["scenario"], "label": c["label"], "path": c["video"]}
+                   for c in cases if c.get("video")],
+    }
+
+
+def ratios(summaries: list[dict]) -> dict:
+    """Each variant's action following as a share of the emulator's (the ceiling), per family."""
+    ceiling = next((s for s in summaries if s["variant"]["model"] == "emulator"), None)
+    if ceiling is None:
+        return {}
+    out = {}
+    for s in summaries:
+        out[s["name"]] = {f: (s["families"][f]["follow"] / ceiling["families"][f]["follow"])
+                          if s["families"][f]["follow"] is not None and ceiling["families"][f]["follow"] else None
+                          for f in s["families"]}
+    return out
+
+
+def write_report(out: Path, lpips_backend: str | None = None) -> dict:
+    """Summarize REPORT_DIR into report.json, plots/ and index.html; returns the report."""
+    from wantofight.benchmark.run import atomic_write
+
+    run = json.loads((out / "run.json").read_text())
+    summaries = [summarize(info, cases) for info, cases in read_variants(out)]
+    report = {**run, "lpips": lpips_backend or run.get("lpips"), "variants": summaries,
+              "follow_vs_emulator": ratios(summaries)}
+    if lpips_backend:
+        run["lpips"] = lpips_backend
+        atomic_write(out / "run.json", json.dumps(run, indent=1) + "\n")
+    suite_meta = json.loads((Path(run["suite"]) / "suite.json").read_text()) if Path(run["suite"], "suite.json").is_file() \
+        else {}
+    report["suite_scenarios"] = suite_meta.get("scenarios")
+    plots = write_plots(out, summaries)
+    atomic_write(out / "report.json", json.dumps(report, indent=1) + "\n")
+    atomic_write(out / "index.html", render_html(report, plots))
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables (shared by the HTML page and the terminal)
+# ---------------------------------------------------------------------------------------------
+
+def fmt(value, kind: str = "share") -> str:
+    if value is None:
+        return "n/a"
+    if kind == "share":
+        return f"{value:.3f}"
+    if kind == "pct":
+        return f"{value:.0f}%"
+    if kind == "db":
+        return f"{value:.2f}"
+    return f"{value:.1f}"
+
+
+def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of each table of the report."""
+    summaries, rat = report["variants"], report.get("follow_vs_emulator", {})
+    fams = ("single-action", "dual-action", "identity", "all")
+    follow = [[s["name"]] + [f"{fmt(s['families'][f]['follow'])} ({s['families'][f]['cases']})" for f in fams]
+              + [fmt(rat.get(s["name"], {}).get(f)) for f in ("single-action", "dual-action")] for s in summaries]
+    binding = [[s["name"]] + [f"{fmt(s['scenarios'][sc]['binding'], 'pct')} ({s['scenarios'][sc]['cases']})"
+                              for sc in IDENTITY] for s in summaries]
+    fidelity = [[s["name"]] + [fmt(s["scenarios"][sc][k], kind) for sc in SCENARIOS
+                               for k, kind in (("psnr", "db"), ("ssim", "share"))] for s in summaries]
+    overall = [[s["name"], fmt(mean(s["scenarios"][sc]["psnr"] for sc in SCENARIOS), "db"),
+                fmt(mean(s["scenarios"][sc]["ssim"] for sc in SCENARIOS)),
+                fmt(mean(s["scenarios"][sc]["lpips"] for sc in SCENARIOS)),
+                fmt(mean(s["scenarios"][sc]["x_error"] for sc in SCENARIOS), "px"),
+                fmt(s["speed"]["ms_per_chunk"], "px"), fmt(s["speed"]["frames_per_s"], "px")] for s in summaries]
+    moves = sorted({m for s in summaries for m in s["single_action_moves"]})
+    per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
+    return [
+        ("Action following (state class and direction within ±2 rows; cases)",
+         ["model", *fams, "single × emulator", "dual × emulator"], follow),
+        ("Identity binding (% of cases bound correctly; cases)", ["model", *IDENTITY], binding),
+        ("Fidelity and speed (mean over scenarios)",
+         ["model", "PSNR dB", "SSIM", "LPIPS", "x error px", "ms/chunk", "frames/s"], overall),
+        ("PSNR dB / SSIM per scenario", ["model"] + [f"{sc} {k}" for sc in SCENARIOS for k in ("PSNR", "SSIM")],
+         fidelity),
+        ("Single-action following per action", ["action"] + [s["name"] for s in summaries], per_move),
+    ]
+
+
+def text_tables(report: dict) -> str:
+    out = []
+    for title, header, rows in tables(report)[:3]:
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        out.append(title)
+        for row in [header, *rows]:
+            out.append("  ".join(str(v).ljust(w) for v, w in zip(row, widths)))
+        out.append("")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots and the page
+# ---------------------------------------------------------------------------------------------
+
+def write_plots(out: Path, summaries: list[dict]) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    (out / "plots").mkdir(exist_ok=True)
+    names = []
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    width = 0.8 / max(1, len(summaries))
+    for i, s in enumerate(summaries):
+        vals = [s["scenarios"][sc]["binding"] or 0 for sc in IDENTITY]
+        ax.bar(np.arange(len(IDENTITY)) + i * width, vals, width, label=s["name"])
+    ax.set_xticks(np.arange(len(IDENTITY)) + width * (len(summaries) - 1) / 2, IDENTITY)
+    ax.set_ylabel("bound correctly (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("Identity binding per scenario")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=min(4, len(summaries)))
+    names.append(save(fig, out / "plots" / "binding.png"))
+    for key, label, fname in (("x_error_curve", "x error (px, both players)", "x_error.png"),
+                              ("psnr_curve", "PSNR (dB)", "psnr.png")):
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        for s in summaries:
+            ys = [np.nan if v is None else v for v in s[key]]
+            if any(np.isfinite(ys)):
+                ax.plot(np.arange(1, len(ys) + 1), ys, label=s["name"])
+        ax.set_xlabel("generated row")
+        ax.set_ylabel(label)
+        ax.set_title(f"{label} over time (mean over cases)")
+        ax.legend(fontsize=7)
+        names.append(save(fig, out / "plots" / fname))
+    return names
+
+
+def save(fig, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    tmp = path.with_name(f".tmp-{path.name}")
+    fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    tmp.replace(path)
+    return f"plots/{path.name}"
+
+
+PAGE_STYLE = """body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}th{background:#f0f0f0}
+td:first-child,th:first-child{text-align:left}video{image-rendering:pixelated;max-width:100%}
+.videos{display:flex;flex-wrap:wrap;gap:12px}.videos figure{margin:0}figcaption{font-size:12px}"""
+
+
+def render_html(report: dict, plots: list[str]) -> str:
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>wtf benchmark</title>"
+             f"<style>{PAGE_STYLE}</style></head><body><h1>wtf benchmark</h1>",
+             f"<p>suite <code>{e(report['suite'])}</code> ({e(report['suite_digest'])}), probe "
+             f"<code>{e(report['probe'])}</code> ({e(report['probe_digest'])}); LPIPS: {e(str(report.get('lpips')))}. "
+             "Scoring rules: docs/benchmark.md.</p>"]
+    for title, header, rows in tables(report):
+        parts.append(f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows]
+        parts.append("</table>")
+    if plots:
+        parts.append("<h2>Plots</h2>" + "".join(f"<p><img src='{e(p)}' alt='{e(p)}'></p>" for p in plots))
+    for s in report["variants"]:
+        if s["videos"]:
+            parts.append(f"<h2>Videos: {e(s['name'])} (emulator | generated)</h2><div class='videos'>")
+            parts += [f"<figure><video controls muted loop preload='metadata' src='{e(v['path'])}'></video>"
+                      f"<figcaption>{e(v['scenario'])}: {e(str(v['label']))} ({e(v['case_id'])})</figcaption></figure>"
+                      for v in s["videos"]]
+            parts.append("</div>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

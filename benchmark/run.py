@@ -1,0 +1,335 @@
+"""`wtf benchmark run`: generate every case of a suite with a model (or a baseline), read the frames
+with the probe, and score them against the emulator's RAM (benchmark/scoring.py).
+
+    variants = plan_variants(checkpoint="runs/s3", keys=["real", "zero"], baselines=True)
+    run_benchmark(Suite("suite/"), load_probe("probe/"), variants, Path("report/"))
+
+A variant is a model and a key mode: `emulator` (the recorded frames: the ceiling, i.e. the probe's
+own accuracy), `first-frame` (the prompt repeated: the floor), or a checkpoint with the case's keys
+(`real`), no keys (`zero`) or each player given the other's keys (`swap-players`). Generation is the
+`wtf generate` path: `train.generation.stream_chunks`, chunk by chunk over the rolling KV cache.
+
+Each scored case is written at once to REPORT_DIR/variants/<variant>/cases/<case>.json (temporary
+name, then rename), so an interrupted run keeps what it scored and `--resume` scores the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from wantofight.benchmark import scoring as sc
+from wantofight.benchmark.labels import STATE_CLASSES
+from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe_pixels
+from wantofight.benchmark.suite import Case, Suite
+
+MODELS = ("checkpoint", "emulator", "first-frame")
+KEY_MODES = ("real", "zero", "swap-players")
+REPORT_VERSION = 1
+
+
+class BenchmarkError(ValueError):
+    """Inputs that cannot be benchmarked together; the message names the mismatch."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    model: str
+    keys: str = "real"
+    checkpoint: str | None = None
+    steps: int | None = None
+    sampler: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.model != "checkpoint":
+            return self.model
+        label = Path(self.checkpoint).name if self.checkpoint else "checkpoint"
+        return label if self.keys == "real" else f"{label} keys={self.keys}"
+
+    @property
+    def slug(self) -> str:
+        if self.model != "checkpoint":
+            return self.model
+        digest = hashlib.sha1(str(Path(self.checkpoint).resolve()).encode()).hexdigest()[:8]
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(self.checkpoint).name}-{digest}-{self.keys}")
+
+
+def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None = None,
+                  keys: list[str] | None = None, baselines: bool = True, steps: int = 4,
+                  sampler: str | None = None) -> list[Variant]:
+    """The variants one `wtf benchmark run` scores, in report order (baselines first)."""
+    keys = keys or ["real"]
+    bad = [k for k in keys if k not in KEY_MODES]
+    if bad:
+        raise BenchmarkError(f"--keys {','.join(bad)}: valid key modes are {', '.join(KEY_MODES)}")
+    models = list(models or (["checkpoint"] if checkpoint else ["emulator", "first-frame"]))
+    bad = [m for m in models if m not in MODELS]
+    if bad:
+        raise BenchmarkError(f"--model {','.join(bad)}: valid models are {', '.join(MODELS)}")
+    if "checkpoint" in models and checkpoint is None:
+        raise BenchmarkError("--model checkpoint needs --checkpoint CKPT (a trainer run or checkpoint folder)")
+    if checkpoint is not None and "checkpoint" not in models:
+        models.append("checkpoint")
+    if keys != ["real"] and "checkpoint" not in models:
+        raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint is given; the emulator and "
+                             "first-frame baselines have no keys to change")
+    if baselines:
+        models = ["emulator", "first-frame"] + [m for m in models if m not in ("emulator", "first-frame")]
+    out = []
+    for model in dict.fromkeys(models):
+        if model == "checkpoint":
+            out += [Variant("checkpoint", k, str(checkpoint), steps, sampler) for k in keys]
+        else:
+            out.append(Variant(model))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Producing a case's frames
+# ---------------------------------------------------------------------------------------------
+
+def case_masks(case: Case, mode: str) -> np.ndarray:
+    """(N + 1, 2) key masks for a key mode; row 0 (the prompt's) stays as recorded."""
+    masks = case.keys.copy()
+    if mode == "zero":
+        masks[1:] = 0
+    elif mode == "swap-players":
+        masks[1:] = case.keys[1:, ::-1]
+    return masks
+
+
+def resized(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(T, h, w, 3) uint8 -> (T, H, W, 3) uint8 by the training data path."""
+    return to_probe_pixels(frames, size).permute(0, 2, 3, 1).numpy()
+
+
+class Producer:
+    """Frames of a case at the scoring size for one variant: (N + 1, H, W, 3) uint8 and the wall
+    time of each generated chunk (none for the baselines)."""
+
+    def __init__(self, variant: Variant, size: tuple[int, int], loaded=None, seed: int = 0):
+        self.variant, self.size, self.loaded, self.seed = variant, size, loaded, seed
+
+    def __call__(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
+        if self.variant.model == "emulator":
+            return real, []
+        if self.variant.model == "first-frame":
+            return np.repeat(real[:1], len(real), axis=0), []
+        return self.generate(case, real)
+
+    def generate(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
+        from wantofight.datasets.frames import square_resize
+        from wantofight.train.generation import prompt_frames, stream_chunks
+
+        config = self.loaded.config
+        prompt = prompt_frames(real[:1], config, 1)
+        refs = torch.stack([square_resize(r, config.clip_image_size) for r in case.refs])[None]
+        out, seconds = [real[:1]], []
+        t0 = time.perf_counter()
+        chunks = stream_chunks(self.loaded, prompt, case_masks(case, self.variant.keys), refs,
+                               self.variant.steps or 4, self.variant.sampler, self.seed)
+        for k, (frames, _) in enumerate(chunks):
+            if k > 0:  # chunk 0 is the decoded prompt; the case's own prompt frame stands for it
+                out.append(frames)
+                seconds.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+        return np.concatenate(out), seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring one case
+# ---------------------------------------------------------------------------------------------
+
+def score_case(case: Case, read: dict[str, np.ndarray], frames: np.ndarray, real: np.ndarray, frame_skip: int,
+               lpips_net=None) -> dict:
+    """Every number of one case (rows 1..N; row 0 is the prompt)."""
+    from wantofight.train.evaluate import score as fidelity
+
+    signals = [sc.true_signals(case.truth, p, frame_skip, len(STATE_CLASSES)) for p in (0, 1)]
+    result = {"case_id": case.case_id, "scenario": case.scenario, "family": case.family, "label": case.label,
+              "actor": case.actor, "rows": case.rows}
+    for p, name in ((0, "p1"), (1, "p2")):
+        cls, dirs, both = sc.follows(read, p, signals[p], frame_skip)
+        rows = signals[p].scored
+        result[name] = {"follow": mean_or_none(both[rows]), "state": mean_or_none(cls[rows]),
+                        "direction": mean_or_none(dirs[rows]), "rows": int(rows.sum())}
+    if case.family == "identity":
+        result["binding"] = sc.binding(read, signals, frame_skip)
+    err = sc.position_error(read, case.truth)[1:]  # (N, 2)
+    result["x_error"] = [[None if np.isnan(v) else round(float(v), 2) for v in err[:, p]] for p in (0, 1)]
+    psnr, ssim, lp = fidelity(frames[1:], real[1:], lpips_net)
+    result.update({"psnr": min(psnr, 100.0), "ssim": ssim, "lpips": lp,
+                   "psnr_rows": [round(float(v), 2) for v in sc.psnr_rows(frames[1:], real[1:])]})
+    return result
+
+
+def mean_or_none(values: np.ndarray) -> float | None:
+    return float(values.mean()) if len(values) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+def check_inputs(suite: Suite, probe: Probe, size: tuple[int, int], what: str) -> None:
+    if probe.game != suite.meta["game"]:
+        raise BenchmarkError(f"the probe reads {probe.game} frames; the suite is {suite.meta['game']}")
+    if tuple(probe.size) != tuple(size):
+        raise BenchmarkError(f"the probe reads {probe.size[0]}x{probe.size[1]} frames; {what} "
+                             f"{size[0]}x{size[1]}: train a probe with --size {size[0]}x{size[1]}")
+    if probe.meta.get("fps") != suite.meta["fps"]:
+        raise BenchmarkError(f"the probe was trained on {probe.meta.get('fps')} fps recordings; the suite is at "
+                             f"{suite.meta['fps']} fps")
+
+
+def load_checkpoint(variant: Variant, suite: Suite, probe: Probe, device: str):
+    from wantofight.train.generation import load_generator
+
+    loaded = load_generator(variant.checkpoint, device=device)
+    config = loaded.config
+    check_inputs(suite, probe, (config.height, config.width), f"the checkpoint {variant.checkpoint} generates")
+    layout = checkpoint_layout(loaded.source)
+    if layout is not None and layout != suite.meta.get("key_layout_version"):
+        raise BenchmarkError(f"the checkpoint uses key layout version {layout}; the suite's keys are version "
+                             f"{suite.meta.get('key_layout_version')}")
+    if config.num_players != 2:
+        raise BenchmarkError(f"the checkpoint binds {config.num_players} players; the suite has 2")
+    return loaded
+
+
+def checkpoint_layout(source: str) -> int | None:
+    path = Path(source.split(" (")[0])
+    config = path / "config.json"
+    return json.loads(config.read_text()).get("key_layout_version") if config.is_file() else None
+
+
+def checkpoint_digest(source: str) -> str:
+    path = Path(source.split(" (")[0])
+    files = [path / "model.safetensors", path / "ema.safetensors"] if path.is_dir() else [path]
+    digest = hashlib.sha1()
+    for f in files:
+        if f.is_file():
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def prepare_report_dir(out: Path, suite: Suite, probe_dir: Path) -> dict:
+    """Create or reopen REPORT_DIR; a folder holding another suite's or probe's results is refused."""
+    out.mkdir(parents=True, exist_ok=True)
+    ident = {"report_version": REPORT_VERSION, "suite": str(suite.path), "suite_digest": suite.digest,
+             "probe": str(probe_dir), "probe_digest": probe_digest(probe_dir)}
+    path = out / "run.json"
+    if path.is_file():
+        old = json.loads(path.read_text())
+        for key in ("suite_digest", "probe_digest"):
+            if old.get(key) != ident[key]:
+                raise BenchmarkError(f"{out} holds results for another {key.split('_')[0]} ({old.get(key.split('_')[0])}, "
+                                     f"{key} {old.get(key)}); choose another --out")
+        return old
+    atomic_write(path, json.dumps(ident, indent=1) + "\n")
+    return ident
+
+
+def atomic_write(path: Path, text: str | bytes) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    (tmp.write_bytes if isinstance(text, bytes) else tmp.write_text)(text)
+    os.replace(tmp, path)
+
+
+def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, loaded=None, resume: bool = False,
+                max_cases: int | None = None, videos: int = 2, lpips_net=None, device: str = "cpu",
+                on_case=None) -> dict:
+    """Score every case (at most `max_cases` per scenario) of the suite for one variant."""
+    vdir = out / "variants" / variant.slug
+    cases_dir = vdir / "cases"
+    # The baselines depend on the suite and the probe only (both fixed per report folder): reused as they are.
+    reuse = resume or variant.model != "checkpoint"
+    if cases_dir.is_dir() and any(cases_dir.glob("*.json")) and not reuse:
+        raise BenchmarkError(f"{out} already holds results of {variant.name}; pass --resume to finish that run or "
+                             "choose another --out")
+    cases_dir.mkdir(parents=True, exist_ok=True)
+    size = (loaded.config.height, loaded.config.width) if loaded is not None else probe.size
+    info = {**asdict(variant), "name": variant.name, "slug": variant.slug, "size": list(size), "device": device,
+            "checkpoint_digest": checkpoint_digest(loaded.source) if loaded is not None else None,
+            "source": loaded.source if loaded is not None else None,
+            "sampler": (variant.sampler or loaded.default_sampler) if loaded is not None else None}
+    atomic_write(vdir / "variant.json", json.dumps(info, indent=1) + "\n")
+    produce = Producer(variant, size, loaded)
+    seen: dict[str, int] = {}
+    scored = skipped = 0
+    for case in suite.cases():
+        seen[case.scenario] = seen.get(case.scenario, 0) + 1
+        if max_cases is not None and seen[case.scenario] > max_cases:
+            continue
+        path = cases_dir / f"{case.case_id}.json"
+        if path.is_file():
+            skipped += 1
+            continue
+        native = case.frames()
+        real = resized(native, size)
+        frames, seconds = produce(case, real)
+        read = probe.read(frames)
+        result = score_case(case, read, frames, real, suite.frame_skip, lpips_net)
+        result["chunk_seconds"] = seconds
+        if seen[case.scenario] <= videos:
+            write_side_by_side(vdir / "videos" / f"{case.case_id}.mp4", real, frames, case, int(suite.meta["fps"]))
+            result["video"] = f"variants/{variant.slug}/videos/{case.case_id}.mp4"
+        atomic_write(path, json.dumps(result) + "\n")
+        scored += 1
+        if on_case is not None:
+            on_case(variant, case, result)
+    return {"variant": variant.name, "scored": scored, "already": skipped}
+
+
+def write_side_by_side(path: Path, real: np.ndarray, frames: np.ndarray, case: Case, fps: int) -> None:
+    """emulator | generated, 3x, both players' key HUD under them (annotate/hud.py), browser-playable."""
+    from wantofight.annotate.hud import render_hud
+    from wantofight.annotate.inspect_clip import write_mp4
+
+    gap = np.full((len(real), real.shape[1], 2, 3), 255, np.uint8)
+    both = np.concatenate([real, gap, frames], axis=2)
+    both = np.repeat(np.repeat(both, 3, axis=1), 3, axis=2)
+    hud = render_hud(both, case.keys[:, 0], case.keys[:, 1], start_index=0, scale=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    write_mp4(tmp, [hud], fps)
+    os.replace(tmp, path)
+
+
+def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Variant], out: Path, *,
+                  resume: bool = False, max_cases: int | None = None, videos: int = 2, device: str = "cpu",
+                  lpips_backbone=None, lpips: bool = True, on_case=None, log=None) -> dict:
+    """Score each variant into REPORT_DIR and write report.json and index.html."""
+    from wantofight.benchmark.report import write_report
+    from wantofight.train.evaluate import lpips_metric
+
+    log = log or (lambda m: None)
+    prepare_report_dir(out, suite, probe_dir)
+    if not any(v.model == "checkpoint" for v in variants):
+        check_inputs(suite, probe, probe.size, "the baselines are scored at")
+    net, backend = lpips_metric(lpips_backbone) if lpips else (None, "not computed (--no-lpips)")
+    log(f"LPIPS: {backend}")
+    loaded, summary = {}, []
+    for variant in variants:
+        model = None
+        if variant.model == "checkpoint":
+            if variant.checkpoint not in loaded:
+                loaded[variant.checkpoint] = load_checkpoint(variant, suite, probe, device)
+            model = loaded[variant.checkpoint]
+        log(f"scoring {variant.name}")
+        summary.append(run_variant(suite, probe, variant, out, loaded=model, resume=resume, max_cases=max_cases,
+                                   videos=videos, lpips_net=net, device=device, on_case=on_case))
+    report = write_report(out, lpips_backend=backend)
+    return {"runs": summary, "report": report}
+
+
+__all__ = ["BenchmarkError", "ProbeError", "Variant", "plan_variants", "run_benchmark", "run_variant"]
