@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, warn
+from wantofight.cli_util import console, fail, stopped, warn
 
 
 def annotate_command(
@@ -26,6 +26,9 @@ def annotate_command(
         reports = annotate_runs([run_dir], workers=workers, force=force, progress=progress)
     except EpisodeError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        stopped(f"the episodes annotated so far are kept in {run_dir}; run the same command again to annotate "
+                "the rest")
     for report in reports:
         if report["status"] == "skipped":
             warn(f"skipped {report['reason']}")
@@ -68,6 +71,9 @@ def build_curriculum_command(
         manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=warn)
     except (BuildError, ValueError) as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        stopped(f"annotations and the clips of finished episodes are kept (in the runs and {out}/.parts-*); "
+                "run the same command again to continue from them")
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     skipped = len(manifest["episodes"]["skipped"])
     console.print(f"wrote {manifest['clips']} clips (train/val: {counts}) from {manifest['episodes']['used']} "

@@ -121,30 +121,28 @@ def query_command(
 
 
 class _progress:
-    """A rich progress bar fed by `step(n)`; `step(total)` before any item sets an unknown total,
-    `step(None)` counts one item. Quiet when nothing is reported."""
+    """The shared progress display fed by `step(n)`; `step(total)` before any item sets an unknown
+    total, `step(None)` counts one item. Quiet when nothing is reported."""
 
     def __init__(self, total: int | None, what: str):
-        self.total, self.what = total, what
+        from wantofight.progress import Progress
+
+        self.bar = Progress(what, total, transient=True)
 
     def __enter__(self):
-        from rich.progress import Progress
-
-        self.bar = Progress(console=errors, transient=True)
-        self.bar.start()
-        self.task = self.bar.add_task(self.what, total=self.total)
+        self.bar.__enter__()
         return self.step
 
     def step(self, n) -> None:
         if n is None:
-            self.bar.advance(self.task, 1)
-        elif self.bar.tasks[0].total is None:
-            self.bar.update(self.task, total=n)
+            self.bar.advance()
+        elif self.bar.total is None:
+            self.bar.update(total=n)
         else:
-            self.bar.advance(self.task, n)
+            self.bar.advance(n)
 
     def __exit__(self, *exc):
-        self.bar.stop()
+        self.bar.__exit__(*exc)
         return False
 
 

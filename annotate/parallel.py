@@ -1,34 +1,51 @@
-"""Run a function over episodes in K worker processes with a rich progress bar; results in order."""
+"""Run a function over episodes in K worker processes with a progress display; results in order."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence
+
+from wantofight.interrupts import workers_ignore_ctrl_c
+from wantofight.progress import Progress
 
 
 def map_ordered(fn: Callable, arg_tuples: Sequence[tuple], workers: int, label: str, progress: bool = True) -> list:
     """`[fn(*args) for args in arg_tuples]`, computed by `workers` processes (spawned: no forked
-    Arrow threads), returned in input order whatever order they finish in."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    Arrow threads), returned in input order whatever order they finish in.
 
+    On Ctrl-C the workers are ended at once (their episode's files are written atomically, so an
+    unfinished one leaves nothing) and KeyboardInterrupt is raised."""
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
     results: list = [None] * len(arg_tuples)
-    columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
-               TimeElapsedColumn())
-    with Progress(*columns, disable=not progress) as bar:
-        task = bar.add_task(label, total=len(arg_tuples))
+    with Progress(label, len(arg_tuples), "episodes", enabled=progress) as bar:
         if workers == 1 or len(arg_tuples) <= 1:
             for i, args in enumerate(arg_tuples):
                 results[i] = fn(*args)
-                bar.advance(task)
+                bar.advance()
             return results
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(fn, *args): i for i, args in enumerate(arg_tuples)}
-            from concurrent.futures import as_completed
-
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        try:
+            with workers_ignore_ctrl_c():  # the pool starts its processes as work is submitted
+                futures = {pool.submit(fn, *args): i for i, args in enumerate(arg_tuples)}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
-                bar.advance(task)
+                bar.advance()
+        except BaseException:
+            _end_now(pool)
+            raise
+        pool.shutdown()
     return results
+
+
+def _end_now(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued work and end the running workers (shutdown alone would wait for them)."""
+    # ProcessPoolExecutor.terminate_workers() does this from Python 3.14 on; until then the processes
+    # are only reachable as `_processes`.
+    processes = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)

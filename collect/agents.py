@@ -21,6 +21,8 @@ import numpy as np
 from wantofight.collect.fight_env import OBS_VERSION, EnvConfig, FightEnv, Match, Tally
 from wantofight.collect.game_registry import GameError, resolve_game
 from wantofight.collect.policies import PlayerContext, PolicyError, make_policy
+from wantofight.interrupts import SafeStop, workers_ignore_ctrl_c
+from wantofight.progress import Progress
 
 TRAIN_FILE = "train.json"
 LOG_FILE = "log.jsonl"
@@ -172,7 +174,8 @@ def make_vec_env(config: TrainConfig, opponent: str):
 
     seeds = np.random.SeedSequence(config.seed).generate_state(config.envs)
     builders = [partial(_build_env, config.env_config(opponent), int(s)) for s in seeds]
-    return SubprocVecEnv(builders, start_method="spawn")
+    with workers_ignore_ctrl_c():  # on Ctrl-C `train` saves, then closes the envs itself
+        return SubprocVecEnv(builders, start_method="spawn")
 
 
 def save_model(model, path: Path, config: TrainConfig) -> Path:
@@ -192,7 +195,8 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
     """Train (or continue) a PPO fighter into `out`; raises AgentError on bad input.
 
     `time_limit_s` stops early (after the current step) and still writes `final.zip`; the run can be
-    continued with `resume=True`.
+    continued with `resume=True`. Ctrl-C stops after the current step too, writes
+    `checkpoints/step_N.zip` and raises KeyboardInterrupt; a second Ctrl-C stops at once.
     """
     require_sb3()
     import torch
@@ -204,6 +208,7 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
     start = newest_save(out) if resume else None
     # Self-play starts the envs on `random`; the first frozen snapshot replaces it before any episode.
     venv = make_vec_env(config, "random" if config.opponent == "self" else config.opponent)
+    stop = SafeStop()  # Ctrl-C ends the rollout after the current env step, never mid-message to an env
     try:
         if start is not None:
             model = PPO.load(str(start), env=venv, device="cpu")
@@ -216,21 +221,29 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
         done_steps = model.num_timesteps
         if start is None:
             save_model(model, checkpoint_path(out, 0), config)  # the untrained end of the ladder
-        callback = make_callback(config, out, progress, time_limit_s)
+        callback = make_callback(config, out, progress, time_limit_s, stop)
         if config.opponent == "self":
             callback.refresh_self_play(model)
         started = time.perf_counter()
         if done_steps < config.steps:
-            try:
-                model.learn(total_timesteps=config.steps - done_steps, reset_num_timesteps=False,
-                            callback=callback, progress_bar=False)
-            except KeyboardInterrupt:
-                save_model(model, checkpoint_path(out, model.num_timesteps), config)
-                raise
+            with stop:
+                try:
+                    model.learn(total_timesteps=config.steps - done_steps, reset_num_timesteps=False,
+                                callback=callback, progress_bar=False)
+                finally:
+                    callback.close_bar(stopped=stop.requested)
         seconds = time.perf_counter() - started
-        final = save_model(model, out / "final.zip", config)
-    finally:
-        venv.close()
+        if stop.requested:
+            save_model(model, checkpoint_path(out, model.num_timesteps), config)
+        else:
+            final = save_model(model, out / "final.zip", config)
+    except BaseException:
+        for proc in venv.processes:  # an env may be mid-message, where close() would wait for ever
+            proc.terminate()
+        raise
+    venv.close()
+    if stop.requested:
+        raise KeyboardInterrupt
     steps = model.num_timesteps - done_steps
     return TrainResult(final, model.num_timesteps, seconds, steps / max(seconds, 1e-9), callback.matches,
                        callback.win_rate())
@@ -250,22 +263,23 @@ def require_sb3() -> None:
         raise AgentError("wtf agents train needs stable-baselines3; install the [ppo] extra: pip install -e '.[ppo]'") from None
 
 
-def make_callback(config: TrainConfig, out: Path, progress: bool, time_limit_s: float | None = None):
-    """Checkpoints, self-play refreshes, the log and the progress bar, as an SB3 callback."""
+def make_callback(config: TrainConfig, out: Path, progress: bool, time_limit_s: float | None = None,
+                  stop: SafeStop | None = None):
+    """Checkpoints, self-play refreshes, the log, the progress bar and the stops, as an SB3 callback."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class TrainCallback(_TrainCallbackMixin, BaseCallback):
         pass
 
-    return TrainCallback(config, out, progress, time_limit_s)
+    return TrainCallback(config, out, progress, time_limit_s, stop or SafeStop())
 
 
 class _TrainCallbackMixin:
     """The body of the training callback (mixed into SB3's BaseCallback by `make_callback`)."""
 
-    def __init__(self, config: TrainConfig, out: Path, progress: bool, time_limit_s: float | None):
+    def __init__(self, config: TrainConfig, out: Path, progress: bool, time_limit_s: float | None, stop: SafeStop):
         super().__init__(verbose=0)
-        self.config, self.out, self.show, self.time_limit_s = config, out, progress, time_limit_s
+        self.config, self.out, self.show, self.time_limit_s, self.stop = config, out, progress, time_limit_s, stop
         self.results: deque[str] = deque(maxlen=100)
         self.matches = 0
         self.bar = None
@@ -283,18 +297,14 @@ class _TrainCallbackMixin:
     def _on_training_start(self) -> None:
         self.started, self.start_steps = time.perf_counter(), self.num_timesteps
         self.last_mark = self.num_timesteps // self.config.checkpoint_every
-        if self.show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self.bar = Progress("train", self.config.steps, "steps",
+                            "{rate:,.0f} steps/s · {matches} matches · win rate {win}", enabled=self.show,
+                            completed=self.num_timesteps, rate=0.0, matches=0, win="–").__enter__()
 
-            self.bar = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("steps · {task.fields[rate]:,.0f} steps/s · {task.fields[matches]} matches · "
-                           "win rate {task.fields[win]}"),
-                TimeElapsedColumn(),
-            )
-            self.bar.__enter__()
-            self.task = self.bar.add_task("train", total=self.config.steps, completed=self.num_timesteps,
-                                          rate=0.0, matches=0, win="–")
+    def close_bar(self, stopped: bool = False) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(KeyboardInterrupt if stopped else None, None, None)
+            self.bar = None
 
     def _on_step(self) -> bool:
         for info in self.locals.get("infos", []):
@@ -310,8 +320,10 @@ class _TrainCallbackMixin:
                 self.refresh_self_play(self.model)
         if self.bar is not None and self.n_calls % 16 == 0:
             win = self.win_rate()
-            self.bar.update(self.task, completed=self.num_timesteps, rate=self.rate(), matches=self.matches,
+            self.bar.update(completed=self.num_timesteps, rate=self.rate(), matches=self.matches,
                             win="–" if win is None else f"{win:.0%}")
+        if self.stop.requested:
+            return False
         return self.time_limit_s is None or time.perf_counter() - self.started < self.time_limit_s
 
     def rate(self) -> float:
@@ -326,8 +338,7 @@ class _TrainCallbackMixin:
     def _on_training_end(self) -> None:
         self.log()
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.num_timesteps)
-            self.bar.__exit__(None, None, None)
+            self.bar.update(completed=self.num_timesteps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -488,18 +499,23 @@ def evaluate(config: EvalConfig, progress: bool = True) -> EvalReport:
     workers = min(config.workers, config.matches)
     chunks = [list(range(config.matches))[w::workers] for w in range(workers)]
     procs = [ctx.Process(target=_eval_worker, args=(config, chunk, results)) for chunk in chunks]
-    for proc in procs:
-        proc.start()
+    with workers_ignore_ctrl_c():  # on Ctrl-C the matches in play are abandoned: the workers are ended here
+        for proc in procs:
+            proc.start()
     matches: list[MatchResult] = []
     errors: list[str] = []
-    with _EvalProgress(config.matches, progress) as bar:
+    with Progress("eval", config.matches, "matches", "win rate {win}", enabled=progress, win="–") as bar:
         try:
             for kind, payload in worker_events(results, procs):
                 if kind == "match":
                     matches.append(payload)
-                    bar.advance(payload)
+                    bar.advance(win=f"{sum(m.result == 'win' for m in matches) / len(matches):.0%}")
                 elif kind == "error":
                     errors.append(payload)
+        except BaseException:
+            for proc in procs:
+                proc.terminate()
+            raise
         finally:
             for proc in procs:
                 proc.join(timeout=5)
@@ -510,28 +526,3 @@ def evaluate(config: EvalConfig, progress: bool = True) -> EvalReport:
     matches.sort(key=lambda m: m.index)
     names = {m["id"]: m["name"] for m in game.info["moves"]}
     return EvalReport(config, matches, names, time.perf_counter() - started)
-
-
-class _EvalProgress:
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled, self.wins, self.done = total, enabled, 0, 0
-
-    def __enter__(self) -> "_EvalProgress":
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("matches · win rate {task.fields[win]}"), TimeElapsedColumn())
-            self.bar.__enter__()
-            self.task = self.bar.add_task("eval", total=self.total, win="–")
-        return self
-
-    def advance(self, result: MatchResult) -> None:
-        self.done += 1
-        self.wins += result.result == "win"
-        if self.enabled:
-            self.bar.update(self.task, advance=1, win=f"{self.wins / self.done:.0%}")
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.bar.__exit__(*exc)

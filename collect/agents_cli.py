@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from wantofight.cli_util import console, fail, typed_options
+from wantofight.cli_util import console, fail, stopped, typed_options
 
 app = typer.Typer(help="Train and evaluate learned (PPO) fighters.", no_args_is_help=True)
 
@@ -45,8 +45,7 @@ def train_command(
     except AgentError as err:
         fail(str(err))
     except KeyboardInterrupt:
-        console.print(f"[yellow]stopped[/]: a checkpoint was written to {out / 'checkpoints'}; add --resume to continue")
-        raise typer.Exit(130)
+        stopped(f"the newest save in {out} holds the training so far; add --resume to continue from it")
     win = "–" if result.win_rate is None else f"{result.win_rate:.0%}"
     console.print(f"trained to {result.steps:,} steps ({result.steps_per_second:,.0f} steps/s, {result.matches} "
                   f"matches, recent win rate {win}) → {result.final}")
@@ -82,6 +81,8 @@ def eval_command(
         report = evaluate(config, progress=progress)
     except AgentError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        stopped("nothing was kept: an evaluation reports once all its matches are played; run it again")
     summary = report.summary()
     if as_json:
         console.print_json(json.dumps(summary))

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, typed_options
+from wantofight.cli_util import console, fail, stopped, typed_options
 
 
 def collect_command(
@@ -42,9 +42,7 @@ def collect_command(
     except CollectError as err:
         fail(str(err))
     except KeyboardInterrupt:
-        console.print(f"[yellow]stopped[/]: finished episodes are kept in {out / 'episodes'}; "
-                      "add --resume to complete the run")
-        raise typer.Exit(130)
+        stopped(f"finished episodes are kept in {out / 'episodes'}; add --resume to complete the run")
     frames = sum(r.frames for r in results)
     console.print(f"recorded {len(results)} episode(s), {frames:,} frames → {(out / 'episodes').resolve()}")
 

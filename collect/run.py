@@ -11,7 +11,6 @@ import json
 import multiprocessing as mp
 import os
 import queue
-import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import GameError, GameSpec, resolve_game
 from wantofight.collect.policies import PlayerContext, PolicyError, make_policy
 from wantofight.collect.recorder import RECORD_FPS, EpisodeJob, EpisodeResult, RecordConfig
+from wantofight.interrupts import workers_ignore_ctrl_c
+from wantofight.progress import Progress
 
 RUN_FILE = "run.json"
 
@@ -144,8 +145,7 @@ def worker_events(events, procs) -> Iterator[tuple[str, object]]:
 
 
 def worker_main(game_name: str, config: RecordConfig, episodes_dir: str, jobs, events, stop) -> None:
-    """One emulator: take jobs until the queue is empty; report frames, episodes and errors."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    """One emulator: take jobs until the queue is empty or `stop` is set; report frames, episodes and errors."""
     from wantofight.collect.recorder import Recorder
 
     recorder = None
@@ -200,18 +200,22 @@ def collect(settings: RunSettings, out: Path, workers: int = 1, resume: bool = F
         ctx.Process(target=worker_main, args=(game.name, config, str(out / "episodes"), jobs, events, stop))
         for _ in range(count)
     ]
-    for proc in procs:
-        proc.start()
+    with workers_ignore_ctrl_c():  # on Ctrl-C the parent sets `stop`: workers discard the unfinished episode
+        for proc in procs:
+            proc.start()
     results: list[EpisodeResult] = []
     errors: list[str] = []
-    with RunProgress(len(jobs_list), enabled=progress) as bar:
+    frame_count, started = 0, time.perf_counter()
+    with Progress("collect", len(jobs_list), "episodes", "{frames:,} frames · {fps:,.0f} frames/s", enabled=progress,
+                  frames=0, fps=0.0) as bar:
         try:
             for kind, payload in worker_events(events, procs):
                 if kind == "frames":
-                    bar.frames(payload)
+                    frame_count += payload
+                    bar.update(frames=frame_count, fps=frame_count / max(time.perf_counter() - started, 1e-9))
                 elif kind == "episode":
                     results.append(payload)
-                    bar.episode()
+                    bar.advance()
                 elif kind == "error":
                     errors.append(payload)
                     stop.set()
@@ -225,40 +229,3 @@ def collect(settings: RunSettings, out: Path, workers: int = 1, resume: bool = F
     if errors:
         raise CollectError(errors[0])
     return results
-
-
-class RunProgress:
-    """A rich progress bar: episodes done, frames recorded and frames per second."""
-
-    def __init__(self, total: int, enabled: bool = True):
-        self.enabled, self.total = enabled, total
-        self.frame_count, self.started = 0, time.perf_counter()
-
-    def __enter__(self) -> "RunProgress":
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(
-                TextColumn("[bold]collect"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("episodes · {task.fields[frames]:,} frames · {task.fields[fps]:,.0f} frames/s"),
-                TimeElapsedColumn(),
-            )
-            self.bar.__enter__()
-            self.task = self.bar.add_task("collect", total=self.total, frames=0, fps=0.0)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.bar.__exit__(*exc)
-
-    def frames(self, n: int) -> None:
-        self.frame_count += n
-        if self.enabled:
-            fps = self.frame_count / max(time.perf_counter() - self.started, 1e-9)
-            self.bar.update(self.task, frames=self.frame_count, fps=fps)
-
-    def episode(self) -> None:
-        if self.enabled:
-            self.bar.advance(self.task)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, warn
+from wantofight.cli_util import console, fail, stopped, warn
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -58,6 +58,9 @@ def encode_command(
                                   clip_model=clip_model, resize=resize, progress=progress, warn=warn)
     except (ValueError, FileNotFoundError, DatasetError, OSError) as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        stopped(f"nothing was kept in {out} (a latent cache is written whole, manifest.json last); "
+                "run the same command again")
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     console.print(f"encoded {sum(sum(c.values()) for c in manifest['counts'].values())} windows of {frames} frames "
                   f"(train/val: {counts}) → latents {manifest['latent_shape']} in {out.resolve()}")

@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from wantofight.datasets.clip_dataset import SPLITS, TIERS, ClipDataset, DatasetError, parse_tiers
+from wantofight.interrupts import workers_ignore_ctrl_c
+from wantofight.progress import Progress
 
 FORMAT = "wantofight-latents"
 FORMAT_VERSION = 2
@@ -173,9 +175,14 @@ class _ShardWriter:
         return self.shards
 
     def abort(self) -> None:
+        """Remove what this writer wrote (a cache without its manifest is not one) and its folder if empty."""
         if self.writer is not None:
             self.writer.close()
             self.tmp.unlink(missing_ok=True)
+        for shard in self.shards:
+            (self.dir.parent / shard["file"]).unlink(missing_ok=True)
+        if self.dir.is_dir() and not any(self.dir.iterdir()):
+            self.dir.rmdir()
 
 
 def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None = None, frames: int = 161,
@@ -207,38 +214,38 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     corrupt: list[str] = []
     latent_shape = None
     total = sum(len(ds.cache_starts(i)) for ds in datasets.values() for i in range(len(ds)))
-    bar = _progress(progress, total)
-    try:
-        for split, ds in datasets.items():
-            windows = [(i, s) for i in range(len(ds)) for s in ds.cache_starts(i)]
-            loader = torch.utils.data.DataLoader(_Windows(ds, windows), batch_size=None, num_workers=workers,
-                                                 worker_init_fn=seed_worker)
-            batch: list[dict] = []
-            for item in loader:
-                if isinstance(item, str):
-                    if not skip_corrupt:
-                        raise DatasetError(item)
-                    corrupt.append(item)
-                    warn(f"skipping corrupt clip: {item}")
-                    bar.advance()
-                    continue
-                batch.append(item)
-                if len(batch) == batch_size:
+    with Progress("encode", total, "windows", enabled=progress, transient=True) as bar:
+        try:
+            for split, ds in datasets.items():
+                windows = [(i, s) for i in range(len(ds)) for s in ds.cache_starts(i)]
+                loader = torch.utils.data.DataLoader(_Windows(ds, windows), batch_size=None, num_workers=workers,
+                                                     worker_init_fn=seed_worker)
+                with workers_ignore_ctrl_c():  # decoding workers start here; Ctrl-C reaches this process only
+                    items = iter(loader)
+                batch: list[dict] = []
+                for item in items:
+                    if isinstance(item, str):
+                        if not skip_corrupt:
+                            raise DatasetError(item)
+                        corrupt.append(item)
+                        warn(f"skipping corrupt clip: {item}")
+                        bar.advance()
+                        continue
+                    batch.append(item)
+                    if len(batch) == batch_size:
+                        latent_shape = _encode_batch(batch, split, vae_model, clip_model_, device, writers, counts,
+                                                     out, shard_bytes)
+                        bar.advance(len(batch))
+                        batch = []
+                if batch:
                     latent_shape = _encode_batch(batch, split, vae_model, clip_model_, device, writers, counts, out,
                                                  shard_bytes)
                     bar.advance(len(batch))
-                    batch = []
-            if batch:
-                latent_shape = _encode_batch(batch, split, vae_model, clip_model_, device, writers, counts, out,
-                                             shard_bytes)
-                bar.advance(len(batch))
-        shards = [s for w in writers.values() for s in w.close()]
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
-    finally:
-        bar.stop()
+            shards = [s for w in writers.values() for s in w.close()]
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
     written = {s["file"] for s in shards}
     for stale in out.glob("*/*.parquet"):
         if str(stale.relative_to(out)) not in written:
@@ -291,25 +298,3 @@ def _encode_batch(batch, split, vae, clip, device, writers, counts, out, shard_b
         writers[key].add(row)
         counts[item["tier"]][split] += 1
     return list(latents.shape[1:])
-
-
-class _progress:
-    """A rich progress bar, or nothing."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.bar = None
-        if enabled:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.task = self.bar.add_task("encode", total=total)
-            self.bar.start()
-
-    def advance(self, n: int = 1) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task, n)
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-

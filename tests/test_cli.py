@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from annotate_helpers import copy_run
+from datasets_helpers import small_dataset
 from wantofight import __version__
 from wantofight.cli import app
+from wantofight.progress import Progress
 
 runner = CliRunner()
 
@@ -91,3 +98,135 @@ def test_the_minimal_install_collects(tmp_path):
                        "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "recorded 1 episode(s)" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress without a terminal: plain lines every WTF_PROGRESS_SECONDS, on stderr
+
+
+@pytest.fixture(scope="module")
+def match_run(recorded) -> Path:
+    return recorded(policy="scripted", p2_policy="random", episodes=2, max_frames=400, fps=30, seed=1)
+
+
+def test_progress_prints_a_line_when_due_and_a_last_one(capsys, monkeypatch):
+    monkeypatch.setenv("WTF_PROGRESS_SECONDS", "0")
+    with Progress("encode", 3, "windows", "{mb:.1f} MB", mb=0.0) as bar:
+        for _ in range(3):
+            bar.advance(mb=1.5)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("encode: 1/3 windows (33%) · 1.5 MB · 0:00:00 elapsed")
+    assert len(lines) == 4 and lines[-1].startswith("encode: 3/3 windows (100%)")
+    monkeypatch.setenv("WTF_PROGRESS_SECONDS", "5")
+    with Progress("encode", 3, "windows") as bar:  # done within 5 s: quiet
+        bar.advance(3)
+    monkeypatch.setenv("WTF_PROGRESS_SECONDS", "0")
+    with Progress("encode", 3, "windows", enabled=False) as bar:  # --no-progress
+        bar.advance(3)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", ["collect", "annotate", "build-curriculum", "encode", "agents train",
+                                     "agents eval"])
+def test_long_commands_print_progress_lines_without_a_terminal(command, match_run, recorded, tmp_path_factory,
+                                                               tmp_path):
+    cases = {  # command -> (its arguments, built only for that command; the line it must print)
+        "collect": (lambda: ["collect", "--policy", "idle", "--episodes", "2", "--max-frames", "30", "--out",
+                             str(tmp_path / "run")], r"collect: 1/2 episodes \(50%\) · \d+ frames"),
+        "annotate": (lambda: ["annotate", str(copy_run(match_run, tmp_path / "run")), "--workers", "2"],
+                     r"annotate: 1/2 episodes"),
+        "build-curriculum": (lambda: ["build-curriculum", str(match_run), "--out", str(tmp_path / "ds"),
+                                      "--clip-frames", "33", "--tiers", "full"], r"encode: 1/2 episodes"),
+        "encode": (lambda: ["encode", str(small_dataset(recorded, tmp_path_factory)), "--out", str(tmp_path / "lat"),
+                            "--vae", "tiny", "--frames", "9", "--size", "16x32", "--tiers", "dual"],
+                   r"encode: 1/\d+ windows"),
+        "agents train": (lambda: ["agents", "train", "--out", str(tmp_path / "ppo"), "--steps", "128", "--n-steps",
+                                  "64", "--batch-size", "64"], r"train: \d+/128 steps .* steps/s · \d+ matches"),
+        "agents eval": (lambda: ["agents", "eval", "--policy", "idle", "--matches", "2", "--state", "Close"],
+                        r"eval: 1/2 matches \(50%\) · win rate 0%"),
+    }
+    args, expected = cases[command]
+    result = runner.invoke(app, args(), env={"WTF_PROGRESS_SECONDS": "0"})
+    assert result.exit_code == 0, result.output
+    assert re.search(expected, result.stderr, re.MULTILINE), result.stderr
+    assert not re.search(expected, result.stdout), result.stdout  # stdout keeps only results
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C: the terminal's SIGINT to the whole process group; one line, exit 130, within ~2 s
+
+
+def interrupted(args: list[str], working, settle: float = 0.5) -> tuple[subprocess.CompletedProcess, float]:
+    """Run `wtf ARGS` in its own session, wait until `working(pid)`, send SIGINT to the whole group as
+    a terminal does; returns the finished process and the seconds it took to stop."""
+    proc = subprocess.Popen([sys.executable, "-m", "wantofight.cli", *args, "--no-progress"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not working(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the command never got to work"
+            time.sleep(0.05)
+        time.sleep(settle)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        return subprocess.CompletedProcess(args, proc.returncode, out, err), time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
+def assert_stopped_cleanly(proc: subprocess.CompletedProcess, seconds: float, kept: str) -> None:
+    assert proc.returncode == 130, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stopped: ") and kept in lines[0], proc.stderr
+    assert seconds < 5, f"took {seconds:.1f} s to stop"
+
+
+def group_size(pgid: int) -> int:
+    """Processes in the process group (a command and its workers)."""
+    count = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the name: state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        count += int(fields[2]) == pgid
+    return count
+
+
+def test_ctrl_c_agents_train_saves_the_step_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "run"
+    proc, seconds = interrupted(["agents", "train", "--out", str(out), "--steps", "1000000", "--n-steps", "64",
+                                 "--batch-size", "64", "--checkpoint-every", "1000000"],
+                                lambda pid: (out / "checkpoints" / "step_0000000.zip").exists(), settle=1.5)
+    assert_stopped_cleanly(proc, seconds, "add --resume")
+    assert len(list((out / "checkpoints").glob("step_*.zip"))) == 2  # the untrained net and the interrupted step
+
+
+def test_ctrl_c_agents_eval_ends_its_workers_without_tracebacks():
+    proc, seconds = interrupted(["agents", "eval", "--policy", "scripted", "--matches", "20", "--workers", "2"],
+                                lambda pid: group_size(pid) >= 3, settle=2)  # the command and its 2 workers
+    assert_stopped_cleanly(proc, seconds, "run it again")
+
+
+def test_ctrl_c_build_curriculum_stops_its_workers_and_keeps_finished_parts(match_run, tmp_path):
+    out = tmp_path / "ds"
+    # Overlapping 33-frame windows every 2 frames: several seconds of clip encoding per episode.
+    proc, seconds = interrupted(["build-curriculum", str(match_run), "--out", str(out), "--workers", "2",
+                                 "--clip-frames", "33", "--stride", "2", "--tiers", "full"],
+                                lambda pid: any(out.glob(".parts-*")))
+    assert_stopped_cleanly(proc, seconds, "run the same command again")
+    assert not (out / "manifest.json").exists()
+
+
+def test_ctrl_c_encode_leaves_no_partial_cache(recorded, tmp_path_factory, tmp_path):
+    out = tmp_path / "lat"
+    proc, seconds = interrupted(["encode", str(small_dataset(recorded, tmp_path_factory)), "--out", str(out),
+                                 "--vae", "tiny", "--frames", "9", "--size", "16x32", "--batch-size", "8"],
+                                lambda pid: any(out.glob("*/*.partial")), settle=0)
+    assert_stopped_cleanly(proc, seconds, "run the same command again")
+    assert list(out.iterdir()) == []  # no tier folder, no shard, no manifest

@@ -21,7 +21,7 @@ import json
 import math
 import signal
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -464,22 +464,16 @@ class Trainer:
                   "tiers": counts, **extra}
         self.metrics.write(record)
         if progress is not None and self.step_count % self.config.log_every == 0:
-            progress.update(self._task, completed=self.step_count,
+            progress.update(completed=self.step_count,
                             stats=f"loss {stats.loss:.4f}  {record['it_per_s']:.2f} it/s  "
                                   f"{record['samples_per_s']:.2f} samples/s")
 
-    @contextmanager
     def _progress(self):
-        if not (self.show_progress and self.dist.is_main):
-            yield None
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from wantofight.progress import Progress
 
-        with Progress(TextColumn(f"{self.stage}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      TextColumn("{task.fields[stats]}"), transient=False) as progress:
-            self._task = progress.add_task("train", total=self.config.max_steps, completed=self.step_count,
-                                           stats="")
-            yield progress
+        shown = self.show_progress and self.dist.is_main
+        return Progress(self.stage, self.config.max_steps, "steps", "{stats}", enabled=shown, eta=True,
+                        completed=self.step_count, stats="")
 
     # ------------------------------------------------------------------------------------------
     # Validation

@@ -1,4 +1,4 @@
-"""Shared helpers for command modules: one console, one way to fail."""
+"""Shared helpers for command modules: one console, one way to fail, one way to stop on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ def warn(message: str) -> None:
     errors.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, highlight=False)
 
 
+def stopped(message: str) -> NoReturn:
+    """After Ctrl-C: one line saying what was kept and how to continue, exit code 130 (128 + SIGINT).
+    Long commands call it from `except KeyboardInterrupt`; the root group does for the others."""
+    errors.print(f"[yellow]stopped:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(130)
+
+
 def typed_options(ctx: typer.Context, names: Iterable[str]) -> set[str]:
     """The options among `names` that the user typed (so `--resume` can refuse conflicting ones)."""
     # Compared by name: Typer may bundle its own click, whose ParameterSource enum is a different class.
@@ -39,8 +46,8 @@ def typed_options(ctx: typer.Context, names: Iterable[str]) -> set[str]:
 
 
 class Group(TyperGroup):
-    """The root `wtf` group: help without type tags, and a missing optional dependency as one line
-    naming its extra, whichever command imports it."""
+    """The root `wtf` group: help without type tags; a missing optional dependency as one line naming
+    its extra, and Ctrl-C as one line and exit code 130, whichever command meets them."""
 
     def main(self, *args, **kwargs):
         hide_type_tags(self)
@@ -49,6 +56,8 @@ class Group(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            stopped("interrupted")
         except ModuleNotFoundError as err:
             top = (err.name or "").split(".")[0]
             if top not in EXTRAS:
