@@ -127,7 +127,7 @@ def test_progress_prints_a_line_when_due_and_a_last_one(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("command", ["collect", "annotate", "build-curriculum", "encode", "agents train",
-                                     "agents eval"])
+                                     "agents eval", "train stage1"])
 def test_long_commands_print_progress_lines_without_a_terminal(command, match_run, recorded, tmp_path_factory,
                                                                tmp_path):
     cases = {  # command -> (its arguments, built only for that command; the line it must print)
@@ -144,6 +144,11 @@ def test_long_commands_print_progress_lines_without_a_terminal(command, match_ru
                                   "64", "--batch-size", "64"], r"train: \d+/128 steps .* steps/s · \d+ matches"),
         "agents eval": (lambda: ["agents", "eval", "--policy", "idle", "--matches", "2", "--state", "Close"],
                         r"eval: 1/2 matches \(50%\) · win rate 0%"),
+        # the trainer every stage shares
+        "train stage1": (lambda: ["train", "stage1", "--data", str(small_dataset(recorded, tmp_path_factory)), "--out",
+                                  str(tmp_path / "s1"), "--max-steps", "2", "--set", "data.frames=9", "--set",
+                                  "data.batch_size=1", "--set", "validation.every=0"],
+                         r"stage1: 1/2 steps \(50%\) · loss [\d.]+ .* elapsed"),
     }
     args, expected = cases[command]
     result = runner.invoke(app, args(), env={"WTF_PROGRESS_SECONDS": "0"})
