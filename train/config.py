@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-STAGES = ("stage1", "stage2", "stage3")
+STAGES = ("stage1", "stage2", "stage3", "vae")
 PRECISIONS = ("auto", "fp32", "bf16")
 PARALLELS = ("auto", "none", "ddp", "fsdp")
 LR_SCHEDULES = ("constant", "cosine")

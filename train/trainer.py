@@ -102,7 +102,7 @@ class Trainer:
             self.log("[yellow]note:[/] the data has no val split for the curriculum's tiers: validation is skipped")
         strategy = dist_utils.resolve_parallel(config.parallel, config.preset, self.dist)
         self.parallel = strategy
-        self.wrapped = dist_utils.wrap(self.model.dit, strategy, self.dist, self.bf16)
+        self.wrapped = dist_utils.wrap(self.trained_module(), strategy, self.dist, self.bf16)
         self.optimizer = self.build_optimizer()
         self.scheduler = self.build_scheduler()
         self.ema = EMA(self._trainable(), config.ema_decay) if config.ema_decay > 0 else None
@@ -156,8 +156,12 @@ class Trainer:
         model.reference_encoder.requires_grad_(False)
         return model
 
+    def trained_module(self) -> nn.Module:
+        """The network the optimiser trains: the DiT (a VAE trainer returns its autoencoder)."""
+        return self.model.dit
+
     def _trainable(self) -> dict[str, nn.Parameter]:
-        return {n: p for n, p in self.model.dit.named_parameters() if p.requires_grad}
+        return {n: p for n, p in self.trained_module().named_parameters() if p.requires_grad}
 
     def build_optimizer(self) -> torch.optim.Optimizer:
         o = self.config.optim
@@ -325,7 +329,7 @@ class Trainer:
             data_s += t1 - t0
             compute_s += time.perf_counter() - t1
             total += loss.detach().float() / accum
-            samples += batch["latents"].shape[0]
+            samples += len(batch["tier"])
             tiers += batch["tier"]
         t2 = time.perf_counter()
         grad_norm = self.clip_gradients()
@@ -357,7 +361,7 @@ class Trainer:
         return dist_utils.no_sync(self.wrapped, skip=not last and self.dist.enabled)
 
     def clip_gradients(self) -> float:
-        params = [p for p in self.model.dit.parameters() if p.grad is not None]
+        params = [p for p in self.trained_module().parameters() if p.grad is not None]
         max_norm = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         if hasattr(norm, "full_tensor"):
@@ -518,7 +522,7 @@ class Trainer:
         ckpt.write_rank_state(tmp, info.rank)
         final = None
         if info.is_main:
-            ref = None if self.model_config.clip_pretrained else \
+            ref = None if self.model_config.clip_pretrained or not hasattr(self.model, "reference_encoder") else \
                 {k: v.detach().cpu() for k, v in self.model.reference_encoder.state_dict().items()}
             ckpt.write_main(tmp, config=self.checkpoint_config(), model=model_state, optimizer=optim_state,
                             trainer=self.trainer_state(), ema=ema_state, reference_encoder=ref)
