@@ -62,10 +62,25 @@ def check_manifest(path: Path, config, model_config) -> None:
         raise DataError(f"{path} was encoded at {size[0]}x{size[1]} pixels; preset {config.preset} trains at "
                         f"{model_config.height}x{model_config.width}: re-run `wtf encode --size "
                         f"{model_config.height}x{model_config.width}` or choose the matching preset")
+    if isinstance(manifest.get("vae"), dict):
+        check_cache_vae(path, manifest["vae"].get("spec"), model_config.vae.pretrained)
     if "vae" in manifest and manifest.get("frames") not in (None, config.data.frames):
         raise DataError(f"{path} holds {manifest['frames']}-frame windows, data.frames is {config.data.frames}: "
                         f"pass --set data.frames={manifest['frames']} or re-run `wtf encode --frames "
                         f"{config.data.frames}`")
+
+
+def check_cache_vae(path: Path, spec: str | None, pretrained: str | None) -> None:
+    """A latent cache trains only a model whose config names the VAE it was encoded with, since the
+    checkpoint's `model.vae` is what `wtf generate` / `wtf eval` decode with."""
+    if spec in (None, "tiny"):
+        if pretrained is not None:
+            raise DataError(f"{path} was encoded with the tiny random VAE (`wtf encode --vae tiny`) but "
+                            f"model.vae.pretrained is {pretrained}: re-encode with `--vae {pretrained}`")
+        return
+    if pretrained is None or Path(pretrained).resolve() != Path(spec).resolve():
+        raise DataError(f"{path} was encoded with the VAE in {spec}; model.vae.pretrained is {pretrained}: pass "
+                        f"--set model.vae.pretrained={spec} so validation videos and `wtf generate` decode with it")
 
 
 def vae_spec(path: Path) -> str | None:
