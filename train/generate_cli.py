@@ -1,10 +1,11 @@
-"""`wtf generate`, `wtf eval` and `wtf train stage2 | stage3 | decoder`.
+"""`wtf generate`, `wtf eval` and `wtf train stage2 | stage3 | decoder | vae`.
 
     from wantofight.train import generate_cli
     generate_cli.register(app, train_cli.app)      # in wantofight/cli.py
 
 Each command builds its settings and calls the library function that the tests call
-(train/generation.py, train/evaluate.py, train/stage2.py, train/stage3.py, train/pruned_decoder.py);
+(train/generation.py, train/evaluate.py, train/stage2.py, train/stage3.py, train/pruned_decoder.py,
+train/game_vae.py);
 heavy imports happen inside the commands so `wtf --help` stays instant.
 """
 
@@ -169,10 +170,40 @@ def decoder_command(
         fail(str(err))
 
 
+def vae_command(
+    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum); PSNR is measured on its val split."),
+    out: Path = typer.Option(..., "--out", help="New folder: a diffusers AutoencoderKLWan (loadable wherever --vae is) + report.json."),
+    size: str = typer.Option("128x128", "--size", help="Frame size HEIGHTxWIDTH trained and measured at (multiples of 16)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps (default 2000)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run into --out."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the defaults."),
+    set_: List[str] = typer.Option([], "--set", help="Override a field: --set vae.crop=0, --set model.vae.base_dim=32, --set optim.lr=5e-4."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Train a small Wan-layout VAE (4x time, 8x space, 16 channels) on the game's frames."""
+    from wantofight.train.checkpoint import CheckpointError
+    from wantofight.train.config import ConfigError
+    from wantofight.train.data import DataError
+    from wantofight.train.distributed import teardown
+    from wantofight.train.game_vae import parse_size, train_vae
+    from wantofight.train.trainer import TrainError
+
+    try:
+        train_vae(data, out, parse_size(size), max_steps, set_, config_file, resume, device, progress)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
+        fail(str(err))
+    finally:
+        teardown()
+
+
 def register(root: typer.Typer, train_app: typer.Typer) -> None:
-    """Add `generate` and `eval` to the root app and `stage2`, `stage3`, `decoder` to `wtf train`."""
+    """Add `generate` and `eval` to the root app and `stage2`, `stage3`, `decoder`, `vae` to `wtf train`."""
     root.command("generate")(generate_command)
     root.command("eval")(eval_command)
     train_app.command("stage2")(stage2_command)
     train_app.command("stage3")(stage3_command)
     train_app.command("decoder")(decoder_command)
+    train_app.command("vae")(vae_command)

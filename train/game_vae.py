@@ -1,0 +1,490 @@
+"""A game-domain Wan VAE: diffusers' `AutoencoderKLWan` in a small config, trained on duel frames.
+
+    report = train_vae("data/curriculum", "runs/vae", size=(128, 128), max_steps=2000)
+    vae = WanVAE.from_pretrained("runs/vae")          # what --vae / model.vae.pretrained load
+
+The contract: VAE_DIR is a plain diffusers `AutoencoderKLWan` folder (`config.json` +
+`diffusion_pytorch_model.safetensors`) with the Wan layout (4x time, 8x space, causal, 16 latent
+channels), whose config's `latents_mean` / `latents_std` are measured on the training frames so that
+normalised latents have unit variance per channel, plus `report.json`. Nothing else in the code
+knows it was trained here: the DiT, `StreamingDecoder`, `wtf encode` and `wtf train decoder` take it
+as they take a Wan2.1 VAE. The folder appears complete or not at all (built beside it, renamed).
+
+`VAETrainer` is the shared trainer skeleton with the autoencoder as its network: `batch()` cuts a
+random `vae.clip_frames` run and `vae.crop` square from each data window, `loss()` is L1 (+ MSE) on
+pixels + an L1 on horizontal/vertical pixel differences (sprite edges) + a small KL, `validate()`
+measures PSNR on fixed held-out windows. Checkpoints, Ctrl-C and `--resume` are the skeleton's; they
+live in the staging folder `.VAE_DIR.partial/` until the run ends. Settings: `--set vae.FIELD=VALUE`
+(below), the architecture `--set model.vae.base_dim=32`, the optimiser `--set optim.lr=...`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from wantofight.train import checkpoint as ckpt
+from wantofight.train.config import ConfigError, TrainConfig, parse_set
+from wantofight.train.trainer import StepStats, Trainer, TrainError
+
+REPORT_FORMAT = "wantofight-game-vae/1"
+EVAL_STEP = 0
+"""Step fed to the data windows of evaluation and statistics: the same windows every time."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class VAETrainConfig:
+    """How the VAE is trained and measured (`--set vae.FIELD=VALUE`); its size is `model.vae.*`."""
+
+    clip_frames: int = 5
+    """Frames per training sample, 1 + 4 k (a random run inside the data window): 5 = the first frame,
+    encoded alone, and one 4-frame group, so both halves of the causal time layout are trained."""
+    crop: int = 64
+    """Side of the random square crop trained on (0 = the whole frame). Every layer but the latent
+    attention is a convolution, so crops teach the same filters at a quarter of the cost per sample;
+    PSNR is always measured on whole frames."""
+    l1_weight: float = 0.0
+    """L1 on pixels in [-1, 1]."""
+    mse_weight: float = 1.0
+    """MSE on pixels: what PSNR measures, and the fastest of the pixel losses tried (docs/model.md)."""
+    edge_weight: float = 0.0
+    """L1 between the horizontal and vertical pixel differences of output and input (1-pixel sprite
+    outlines, HUD digits): a cheap stand-in for a perceptual loss (no LPIPS weights offline); off by
+    default, it did not raise PSNR in the comparison of docs/model.md."""
+    kl_weight: float = 1e-6
+    """KL(posterior || N(0, I)), mean over latent elements: small, as in the Wan and SD VAEs, so the
+    posterior stays a distribution without costing reconstruction (at 32 dB the MSE is 2.5e-3; the KL
+    term stays near 1e-5)."""
+    eval_windows: int = 16
+    """Fixed windows (whole frames, `data.frames` long) per split for the PSNR of validation and report."""
+    stats_windows: int = 64
+    """Train windows whose latents give the per-channel `latents_mean` / `latents_std`."""
+
+    def __post_init__(self) -> None:
+        if self.clip_frames < 1 or (self.clip_frames - 1) % 4:
+            raise ConfigError(f"vae.clip_frames={self.clip_frames} must be 1 + 4 k (the Wan VAE's time grid)")
+        if self.crop < 0 or self.crop % 8:
+            raise ConfigError(f"vae.crop={self.crop} must be 0 (whole frames) or a multiple of 8")
+        weights = (self.l1_weight, self.mse_weight, self.edge_weight, self.kl_weight)
+        if min(weights) < 0 or self.l1_weight + self.mse_weight == 0:
+            raise ConfigError(f"vae loss weights must be >= 0 with l1_weight or mse_weight > 0, got l1 "
+                              f"{self.l1_weight}, mse {self.mse_weight}, edge {self.edge_weight}, kl {self.kl_weight}")
+        if self.eval_windows < 1 or self.stats_windows < 1:
+            raise ConfigError(f"vae.eval_windows and vae.stats_windows must be >= 1, got {self.eval_windows}, "
+                              f"{self.stats_windows}")
+
+
+GAME_VAE = {"base_dim": 8, "dim_mult": [1, 4, 4, 4], "num_res_blocks": 1, "temperal_downsample": [False, True, True]}
+"""The default architecture: 8 channels at full resolution, 32 below (the tiny preset's VAE has 16 and
+32). It learned as fast per step as the tiny VAE's and wider ones on duel frames and costs a third less
+per step, so it learns fastest per CPU second (docs/model.md)."""
+
+
+def default_config(size: tuple[int, int] = (128, 128)) -> TrainConfig:
+    """The run's `TrainConfig` before `--config` / `--set`: the tiny preset's model config carries the
+    size (`model.height/width`) and the architecture (`model.vae`); the DiT fields are unused."""
+    from wantofight.train.config import CheckpointConfig, DataConfig, OptimConfig, ValidationConfig
+
+    return TrainConfig(
+        stage="vae",
+        preset="tiny",
+        model={"height": size[0], "width": size[1], "vae": dict(GAME_VAE)},
+        max_steps=2000,
+        precision="auto",
+        optim=OptimConfig(lr=1e-3, betas=(0.9, 0.999), warmup_steps=50, schedule="cosine", min_lr_ratio=0.05,
+                          weight_decay=0.0, grad_clip=1.0),
+        # every tier: the VAE needs every picture, not a curriculum; full matches hold most of them
+        data=DataConfig(frames=9, batch_size=4, curriculum=[
+            {"until": None, "weights": {"full-match": 0.6, "single-action": 0.2, "dual-action": 0.2}}]),
+        ema_decay=0.0,  # the cosine decay does the averaging in a run this short
+        checkpoint=CheckpointConfig(every=250, keep_last=1),
+        validation=ValidationConfig(every=250, video=False),
+    )
+
+
+def split_sets(sets) -> tuple[list[str], list[str]]:
+    """(`vae.*` assignments, the others) of a `--set` list."""
+    mine = [s for s in sets if s.strip().startswith("vae.")]
+    return mine, [s for s in sets if not s.strip().startswith("vae.")]
+
+
+def resolve_vae_settings(sets, base: dict | None = None) -> VAETrainConfig:
+    """VAETrainConfig from the defaults (or a resumed run's saved ones) and `vae.*` assignments."""
+    data = asdict(VAETrainConfig()) if base is None else dict(base)
+    for assignment in sets:
+        path, value = parse_set(assignment)
+        if len(path) != 2 or path[1] not in data:
+            raise ConfigError(f"--set {assignment}: unknown field; valid: {', '.join('vae.' + k for k in data)}")
+        current = data[path[1]]
+        data[path[1]] = float(value) if isinstance(current, float) and isinstance(value, int) else value
+    try:
+        return VAETrainConfig(**data)
+    except TypeError as err:
+        raise ConfigError(f"vae: {err}") from err
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`128x128` -> (128, 128); a multiple of 16: 8x VAE downsampling times the DiT's 2x2 patches."""
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ConfigError(f"--size {text!r}: expected HEIGHTxWIDTH, e.g. 128x128") from None
+    if height < 16 or width < 16 or height % 16 or width % 16:
+        raise ConfigError(f"--size {text}: height and width must be multiples of 16 (the VAE downsamples 8x, "
+                          "the DiT patches its latents 2x2)")
+    return height, width
+
+
+# ---------------------------------------------------------------------------------------------
+# Losses and measures
+# ---------------------------------------------------------------------------------------------
+
+class Reconstruction(nn.Module):
+    """The training forward as one module (so DDP sees it): encode, sample the posterior, decode."""
+
+    def __init__(self, autoencoder: nn.Module):
+        super().__init__()
+        self.autoencoder = autoencoder
+
+    def forward(self, frames: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """frames (B, 3, T, H, W) in [-1, 1], noise (B, 16, F, H/8, W/8) -> (output frames, mean, logvar)."""
+        posterior = self.autoencoder.encode(frames).latent_dist
+        z = posterior.mean + posterior.std * noise.to(posterior.mean)
+        return self.autoencoder.decode(z).sample, posterior.mean, posterior.logvar
+
+
+def pixel_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Vertical and horizontal neighbour differences of (B, C, T, H, W) frames."""
+    return x[..., 1:, :] - x[..., :-1, :], x[..., :, 1:] - x[..., :, :-1]
+
+
+def reconstruction_loss(out: torch.Tensor, frames: torch.Tensor, mean: torch.Tensor, logvar: torch.Tensor,
+                        s: VAETrainConfig) -> torch.Tensor:
+    """Per-sample loss (B,): weighted L1, MSE, edge L1 and KL (module docstring)."""
+    diff = out.float() - frames.float()
+    loss = s.l1_weight * diff.abs().flatten(1).mean(1)
+    if s.mse_weight:
+        loss = loss + s.mse_weight * diff.square().flatten(1).mean(1)
+    if s.edge_weight:
+        for a, b in zip(pixel_differences(out.float()), pixel_differences(frames.float())):
+            loss = loss + s.edge_weight * (a - b).abs().flatten(1).mean(1)
+    if s.kl_weight:
+        mean, logvar = mean.float(), logvar.float()
+        kl = 0.5 * (mean.square() + logvar.exp() - 1.0 - logvar)
+        loss = loss + s.kl_weight * kl.flatten(1).mean(1)
+    return loss
+
+
+def to_uint8(frames: torch.Tensor) -> torch.Tensor:
+    """[-1, 1] -> the 8-bit values a video file would hold."""
+    return ((frames.float().clamp(-1, 1) + 1) * 127.5).round()
+
+
+def psnr_8bit(a: torch.Tensor, b: torch.Tensor) -> float:
+    """PSNR in dB over 8-bit RGB (as bench/vae_recon.py) of frames in [-1, 1]."""
+    mse = (to_uint8(a) - to_uint8(b)).square().mean().item()
+    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
+
+
+def eval_indices(n: int, count: int) -> list[int]:
+    """`count` clip indices spread evenly over a split of `n` clips (every tier, every episode)."""
+    count = min(n, count)
+    return sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)}) if n else []
+
+
+@torch.no_grad()
+def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2) -> dict:
+    """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
+    {"psnr": dB over 8-bit RGB, "windows", "latent_std": std of the normalised latents}."""
+    from wantofight.datasets.loader import frames_to_model
+
+    indices = eval_indices(len(dataset), count)
+    squared, pixels, z_sq, z_n = 0.0, 0, 0.0, 0
+    for start in range(0, len(indices), batch_size):
+        items = [dataset[(i, EVAL_STEP)] for i in indices[start:start + batch_size]]
+        frames = frames_to_model(torch.stack([torch.as_tensor(it["frames"]) for it in items]), size)
+        frames = frames.transpose(1, 2)  # (B, 3, T, H, W)
+        z = vae.encode(frames)
+        out = vae.decode(z)
+        squared += (to_uint8(out) - to_uint8(frames)).square().sum().item()
+        pixels += frames.numel()
+        z_sq += z.float().square().sum().item()
+        z_n += z.numel()
+    mse = squared / max(1, pixels)
+    return {"psnr": float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse), "windows": len(indices),
+            "latent_rms": math.sqrt(z_sq / max(1, z_n))}
+
+
+@torch.no_grad()
+def latent_statistics(autoencoder: nn.Module, dataset, count: int, size: tuple[int, int],
+                      batch_size: int = 2) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of the posterior mode over `count` windows (Wan's latents_mean / _std)."""
+    from wantofight.datasets.loader import frames_to_model
+
+    total = total_sq = None
+    n = 0
+    indices = eval_indices(len(dataset), count)
+    for start in range(0, len(indices), batch_size):
+        items = [dataset[(i, EVAL_STEP)] for i in indices[start:start + batch_size]]
+        frames = frames_to_model(torch.stack([torch.as_tensor(it["frames"]) for it in items]), size)
+        z = autoencoder.encode(frames.transpose(1, 2)).latent_dist.mode().double()  # (B, 16, F, h, w)
+        z = z.transpose(0, 1).flatten(1)  # (16, B F h w)
+        total = z.sum(1) if total is None else total + z.sum(1)
+        total_sq = z.square().sum(1) if total_sq is None else total_sq + z.square().sum(1)
+        n += z.shape[1]
+    mean = total / n
+    std = (total_sq / n - mean.square()).clamp_min(1e-12).sqrt()
+    return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------------------------
+
+def staging_dir(out: Path) -> Path:
+    """Where a run into VAE_DIR keeps its checkpoints until it is complete: `.VAE_DIR.partial/`."""
+    return out.parent / f".{out.name}.partial"
+
+
+class VAETrainer(Trainer):
+    """The skeleton with `Reconstruction(AutoencoderKLWan)` as its network (module docstring)."""
+
+    stage = "vae"
+
+    def __init__(self, config: TrainConfig, data, out, *, settings: VAETrainConfig | None = None,
+                 resume: bool = False, **kwargs):
+        self.out = Path(out)
+        run_dir = staging_dir(self.out)
+        saved = None
+        if resume and ckpt.latest_checkpoint(run_dir) is not None:
+            saved = ckpt.read_config(ckpt.latest_checkpoint(run_dir)).get("vae")
+        self.settings = settings or (VAETrainConfig(**saved) if saved else VAETrainConfig())
+        if config.parallel == "fsdp":
+            raise ConfigError("parallel=fsdp shards DiT blocks; the VAE trains with ddp or none")
+        if kwargs.get("datasets") is None and data is not None:
+            from wantofight.train.data import detect_source
+
+            if detect_source(Path(data)) != "clips":
+                raise TrainError(f"--data {data} is a latent cache; the VAE trains on frames: give the curriculum "
+                                 "folder (wtf build-curriculum) it was encoded from")
+        self.started = time.perf_counter()
+        self._micro = 0
+        super().__init__(config, data, run_dir, resume=resume, **kwargs)
+
+    # ---- the network ----
+    def build_model(self, init_from) -> nn.Module:
+        """A random-init AutoencoderKLWan of `model.vae` (or, with `model.vae.pretrained`, that VAE to fine-tune)."""
+        from wantofight_model.vae import WanVAE
+
+        if init_from is not None:
+            raise TrainError("the VAE trainer has no --init-from; fine-tune a VAE with --set model.vae.pretrained=DIR")
+        vae = WanVAE.from_config(self.model_config.vae, device=self.device)
+        return Reconstruction(vae.autoencoder.float()).train()
+
+    def trained_module(self) -> nn.Module:
+        return self.model
+
+    def wan_vae(self):
+        """The autoencoder being trained, behind the normalising wrapper the rest of the code uses."""
+        from wantofight_model.vae import WanVAE
+
+        return WanVAE(self.model.autoencoder)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.model_config.height, self.model_config.width
+
+    # ---- data ----
+    def batch(self) -> dict:
+        """A random `clip_frames` run and `crop` square of each window: {"frames" (B, 3, t, c, c), ...}."""
+        from wantofight.datasets.loader import frames_to_model
+
+        raw = self.next_raw()
+        frames = frames_to_model(raw["frames"].to(self.device), self.size)  # (B, T, 3, H, W)
+        s, (H, W) = self.settings, self.size
+        t = min(s.clip_frames, frames.shape[1])
+        ch, cw = (min(s.crop, H), min(s.crop, W)) if s.crop else (H, W)
+        step, micro = self.step_count, self._micro
+        crops = []
+        for b in range(frames.shape[0]):
+            gen = self.noise_generator(step, micro, self.global_index(b, frames.shape[0]), stream=1)
+            t0, y0, x0 = (int(torch.randint(hi + 1, (1,), generator=gen, device=self.device))
+                          for hi in (frames.shape[1] - t, H - ch, W - cw))
+            crops.append(frames[b, t0:t0 + t, :, y0:y0 + ch, x0:x0 + cw])
+        self._micro += 1
+        return {"frames": torch.stack(crops).transpose(1, 2), "tier": list(raw["tier"]),  # (B, 3, t, c, c)
+                "clip_id": list(raw["clip_id"])}
+
+    def step(self) -> StepStats:
+        self._micro = 0
+        return super().step()
+
+    # ---- objective ----
+    def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        step = self.step_count if step is None else step
+        frames = batch["frames"]
+        B, _, T, H, W = frames.shape
+        shape = (self.model_config.vae.z_dim, 1 + (T - 1) // 4, H // 8, W // 8)
+        noise = torch.stack([torch.randn(shape, generator=self.noise_generator(step, micro, self.global_index(b, B)),
+                                         device=self.device) for b in range(B)])
+        with self.autocast():
+            out, mean, logvar = self.wrapped(frames, noise)
+        per_sample = reconstruction_loss(out, frames, mean, logvar, self.settings)
+        return per_sample.mean(), per_sample.detach()
+
+    # ---- validation: PSNR on fixed held-out windows ----
+    def eval_split(self) -> tuple[str, object]:
+        """The val split when the data has one, else the train split (said in the report)."""
+        if self.datasets.get("val") is not None:
+            return "val", self.datasets["val"]
+        return "train", self.datasets["train"]
+
+    def validate(self) -> dict:
+        if not self.dist.is_main:
+            return {}
+        split, dataset = self.eval_split()
+        self.model.eval()
+        try:
+            result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size)
+        finally:
+            self.model.train()
+        return {f"{split}_psnr": result["psnr"]}
+
+    # ---- checkpoints ----
+    def checkpoint_config(self) -> dict:
+        return {**super().checkpoint_config(), "vae": asdict(self.settings)}
+
+    # ---- the loop, then the VAE folder ----
+    def fit(self) -> dict:
+        self.log(f"vae settings: {json.dumps(asdict(self.settings))}")
+        super().fit()  # raises KeyboardInterrupt after Ctrl-C, with a checkpoint in the staging folder
+        report = self.export() if self.dist.is_main else {}
+        from wantofight.train import distributed as dist_utils
+
+        dist_utils.barrier(self.dist)
+        return report
+
+    def export(self) -> dict:
+        """Latent statistics into the config, the diffusers folder and report.json, renamed into place."""
+        if self.out.exists() and any(self.out.iterdir()):
+            raise TrainError(f"--out {self.out} appeared during training and is not empty; the trained run is kept "
+                             f"in {self.run_dir} (move {self.out} away and run again with --resume)")
+        if self.ema is not None:
+            self.ema.copy_to(self._trainable())
+        ae = copy.deepcopy(self.model.autoencoder).float().eval().requires_grad_(False)
+        train, (split, held) = self.datasets["train"], self.eval_split()
+        mean, std = latent_statistics(ae, train, self.settings.stats_windows, self.size)
+        ae.register_to_config(latents_mean=mean, latents_std=std)
+        from wantofight_model.vae import WanVAE
+
+        vae = WanVAE(ae)
+        psnr = {"train": measure(vae, train, self.settings.eval_windows, self.size)}
+        if split == "val":
+            psnr["val"] = measure(vae, held, self.settings.eval_windows, self.size)
+        staged = self.run_dir / "vae"
+        shutil.rmtree(staged, ignore_errors=True)
+        ae.save_pretrained(staged, safe_serialization=True)
+        report = self._report(ae, psnr, mean, std, staged)
+        (staged / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+        if (self.run_dir / "metrics.jsonl").exists():
+            shutil.copy2(self.run_dir / "metrics.jsonl", staged / "metrics.jsonl")
+        if self.out.exists():
+            self.out.rmdir()  # empty (checked above)
+        os.replace(staged, self.out)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.log(f"wrote {self.out}: PSNR " + ", ".join(f"{k} {v['psnr']:.2f} dB" for k, v in psnr.items()) +
+                 f" ({report['parameters']['total']:,} parameters, {report['train_seconds']:.0f} s of training)")
+        return report
+
+    def _train_seconds(self) -> float:
+        """Seconds spent in training steps (data, compute) over the whole run, resumed sessions included."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.exists():
+            return 0.0
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return sum(r.get("data_s", 0) + r.get("encode_s", 0) + r.get("compute_s", 0) for r in records)
+
+    def _report(self, ae: nn.Module, psnr: dict, mean: list[float], std: list[float], folder: Path) -> dict:
+        count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+        manifest = self.data_path / "manifest.json"
+        datasets = {k: v for k, v in self.datasets.items() if v is not None}
+        return {
+            "format": REPORT_FORMAT,
+            "psnr": {split: round(m["psnr"], 3) for split, m in psnr.items()},
+            "psnr_note": "dB over 8-bit RGB, whole frames, posterior mode, fixed windows of data.frames frames; "
+                         "val = held-out episodes",
+            "normalised_latent_rms": {split: round(m["latent_rms"], 4) for split, m in psnr.items()},
+            "windows": {split: m["windows"] for split, m in psnr.items()},
+            "size": list(self.size),
+            "parameters": {"encoder": count(ae.encoder) + count(ae.quant_conv),
+                           "decoder": count(ae.decoder) + count(ae.post_quant_conv), "total": count(ae)},
+            "megabytes": round(sum(f.stat().st_size for f in folder.iterdir()) / 2**20, 3),
+            "steps": self.step_count, "samples": self.samples_seen,
+            "train_seconds": round(self._train_seconds(), 1),
+            "wall_seconds": round(time.perf_counter() - self.started, 1),
+            "threads": torch.get_num_threads(), "device": str(self.device),
+            "latents_mean": mean, "latents_std": std,
+            "data": {"path": str(self.data_path.resolve()),
+                     "manifest_sha1": hashlib.sha1(manifest.read_bytes()).hexdigest() if manifest.is_file() else None,
+                     "clips": {split: len(ds) for split, ds in datasets.items()}},
+            "architecture": {k: v for k, v in dict(ae.config).items()
+                             if k in ("base_dim", "decoder_base_dim", "dim_mult", "num_res_blocks",
+                                      "temperal_downsample", "z_dim")},
+            "train": self.config.to_dict(), "vae": asdict(self.settings),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# The library call behind `wtf train vae`
+# ---------------------------------------------------------------------------------------------
+
+def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 128), max_steps: int | None = None,
+              sets=(), config_file: str | Path | None = None, resume: bool = False, device: str | None = None,
+              progress: bool = True, datasets=None) -> dict:
+    """Train a game VAE on a curriculum DS_DIR and write VAE_DIR (module docstring); returns the report."""
+    from wantofight.train.config import resolve_config
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise TrainError(f"--out {out} already exists and is not empty; choose a new folder (a VAE folder is "
+                         "written whole, never over another)")
+    if data is not None and not Path(data).is_dir():
+        raise FileNotFoundError(f"--data {data} does not exist or is not a folder")
+    run_dir = staging_dir(out)
+    found = ckpt.latest_checkpoint(run_dir)
+    if resume and found is None:
+        raise TrainError(f"--resume: no interrupted run for {out} ({run_dir} holds no checkpoint); start without "
+                         "--resume")
+    if not resume and found is not None:
+        raise TrainError(f"an interrupted run for {out} is in {run_dir}: pass --resume to continue it, or delete "
+                         "that folder")
+    vae_sets, other = split_sets(sets)
+    saved = ckpt.read_config(found) if resume else None
+    base = saved["train"] if saved else default_config(size).to_dict()
+    if saved is None:
+        base["model"] = {**base["model"], "height": size[0], "width": size[1]}
+    settings = resolve_vae_settings(vae_sets, saved.get("vae") if saved else None)
+    config = resolve_config(base["preset"], file=config_file, sets=other, base=base, max_steps=max_steps)
+    if config.stage != "vae":
+        raise ConfigError(f"stage={config.stage!r}: this is the VAE trainer")
+    trainer = VAETrainer(config, data, out, settings=settings, resume=resume, device=device, progress=progress,
+                         datasets=datasets)
+    return trainer.fit()
+
+
+__all__ = ["VAETrainConfig", "VAETrainer", "default_config", "train_vae", "parse_size", "measure",
+           "latent_statistics", "reconstruction_loss", "staging_dir"]
