@@ -42,22 +42,21 @@ class ProbeError(ValueError):
 
 def parse_size(text: str) -> tuple[int, int] | None:
     """`128x128` -> (128, 128) (height x width); `native` -> None (the recordings' own size)."""
+    from wantofight.datasets.cli import parse_size as height_width
+
     if text == NATIVE:
         return None
     try:
-        h, w = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise ProbeError(f"--size {text!r}: expected HxW (e.g. 128x128) or {NATIVE}") from None
-    if h < 16 or w < 16:
-        raise ProbeError(f"--size {text}: at least 16x16")
-    return h, w
+        return height_width(text)
+    except ValueError as err:
+        raise ProbeError(f"{err} (or {NATIVE})") from None
 
 
 @dataclass
 class ProbeConfig:
     size: tuple[int, int] | None = None
     """Frame size (H, W) the probe reads; None = the recordings' native size."""
-    steps: int = 3000
+    steps: int = 2000
     """Optimiser steps."""
     batch_size: int = 128
     lr: float = 2e-3
@@ -82,16 +81,13 @@ class ProbeConfig:
 # ---------------------------------------------------------------------------------------------
 
 def to_probe_pixels(frames: np.ndarray, size: tuple[int, int]) -> torch.Tensor:
-    """(N, h, w, 3) uint8 -> (N, 3, H, W) uint8 at the probe's size, resized by the data path."""
-    from wantofight.datasets.frames import resize_to_model
+    """(N, h, w, 3) uint8 -> (N, 3, H, W) uint8 at the probe's size, resized by the data path (the
+    pixels `datasets.frames.to_model` picks), stored channels-last (the fast layout on a CPU)."""
+    from wantofight.datasets.frames import stretch_uint8
 
-    if frames.shape[1:3] == tuple(size):
-        return torch.from_numpy(np.ascontiguousarray(frames.transpose(0, 3, 1, 2)))
-    out = torch.empty((len(frames), 3, *size), dtype=torch.uint8)
-    for i in range(0, len(frames), 256):  # in slices: float frames take 4x the memory
-        x = resize_to_model(frames[i:i + 256], size)  # (n, 3, H, W) in [-1, 1]; nearest: source pixels
-        out[i:i + 256] = ((x + 1) * 127.5).round_().to(torch.uint8)
-    return out
+    if frames.shape[1:3] != tuple(size):
+        frames = stretch_uint8(frames, size)
+    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)
 
 
 def to_input(pixels: torch.Tensor) -> torch.Tensor:
@@ -169,7 +165,7 @@ class Probe:
             if frames.shape[1:3] != self.size:
                 raise ProbeError(f"the probe reads {self.size[0]}x{self.size[1]} frames, got "
                                  f"{frames.shape[1]}x{frames.shape[2]}")
-            frames = torch.from_numpy(np.ascontiguousarray(frames.transpose(0, 3, 1, 2)))
+            frames = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # channels-last view
         out: dict[str, list] = {}
         for i in range(0, len(frames), batch_size):
             read = read_fields(self.net(to_input(frames[i:i + batch_size])), self.fields)
@@ -219,7 +215,12 @@ def probe_digest(path: str | Path) -> str:
 # ---------------------------------------------------------------------------------------------
 
 class ProbeTrainer:
-    """Minibatch training of the probe on a FrameSet: `batch()`, `loss()`, `step()`, `fit()`."""
+    """Minibatch training of the probe on a FrameSet: `batch()`, `loss()`, `step()`, `fit()`.
+
+    Not a subclass of `train.trainer.Trainer`: that skeleton is built around WanToFight (its DiT, the
+    reference encoder, the curriculum sampler, latents, torchrun, checkpoints to resume from). The
+    probe trains on frames held in memory in minutes on one process and is retrained rather than
+    resumed, so it keeps the same step names in a loop of its own."""
 
     def __init__(self, net: ProbeNet, data: FrameSet, config: ProbeConfig):
         self.net, self.data, self.config = net, data, config
@@ -280,16 +281,18 @@ def soft_or_hard(f: Field, values: np.ndarray) -> np.ndarray:
 
 def augment(frames: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Blur, noise and a colour scale on random thirds of the batch, so frames a model generates
-    (softer, noisier) read like the recordings they imitate."""
+    (softer, noisier) read like the recordings they imitate. In place."""
     B = len(frames)
     blur = torch.rand(B, generator=gen) < 1 / 3
-    if blur.any():
-        frames[blur] = F.avg_pool2d(frames[blur], 3, stride=1, padding=1, count_include_pad=False)
-    noisy = (torch.rand(B, generator=gen) < 1 / 3).float().view(B, 1, 1, 1)
-    sigma = 0.08 * torch.rand(B, 1, 1, 1, generator=gen) * noisy
-    frames = frames + sigma * torch.randn(frames.shape, generator=gen)
-    scale = 1 + 0.1 * (torch.rand(B, 3, 1, 1, generator=gen) - 0.5)
-    return (frames * scale).clamp_(-1, 1).contiguous(memory_format=torch.channels_last)
+    if blur.any():  # a 3x3 box filter, as a depthwise convolution (the fast form on channels-last)
+        box = frames.new_full((3, 1, 3, 3), 1 / 9).contiguous(memory_format=torch.channels_last)
+        frames[blur] = F.conv2d(frames[blur], box, padding=1, groups=3)
+    noisy = torch.nonzero(torch.rand(B, generator=gen) < 1 / 3).flatten()
+    if len(noisy):
+        sigma = 0.08 * torch.rand(len(noisy), 1, 1, 1, generator=gen)
+        frames[noisy] += sigma * torch.randn((len(noisy), *frames.shape[1:]), generator=gen)
+    frames *= 1 + 0.1 * (torch.rand(B, 3, 1, 1, generator=gen) - 0.5)
+    return frames.clamp_(-1, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,10 +387,11 @@ def train_probe(run_dirs: list[Path], out: Path, config: ProbeConfig, log=None, 
     return report
 
 
-def eval_probe(probe_dir: Path, run_dirs: list[Path]) -> dict:
-    """Score a saved probe on other recordings (every frame whose truth is known)."""
+def eval_probe(probe_dir: Path, run_dirs: list[Path], max_frames: int | None = None) -> dict:
+    """Score a saved probe on other recordings: every frame whose truth is known, or `max_frames`
+    spread evenly over the episodes."""
     probe = load_probe(probe_dir)
     game, episodes = open_runs(run_dirs)
     if game.name != probe.game:
         raise ProbeError(f"the probe in {probe_dir} reads {probe.game}; the recordings are {game.name}")
-    return evaluate_probe(probe, frame_set(episodes, probe.size))
+    return evaluate_probe(probe, frame_set(episodes, probe.size, max_frames))

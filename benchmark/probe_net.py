@@ -8,8 +8,9 @@
    frame is nearly the same at 64 x 64 and at the native 224 x 240; the final grid is flattened, so
    the head knows where on screen a feature is, which is what position reading needs.
 2. The crop branch reads the classes (facing, state, move) of one fighter from a window around it
-   (CROP_NATIVE native pixels, sampled to CROP_SIZE by nearest pixel), with the player's id as an input, so a pose a
-   few pixels wide is seen at full resolution and the other fighter cannot be mistaken for it. It is
+   (CROP_NATIVE native pixels, sampled to CROP_SIZE by nearest pixel), with the player's id as an
+   input and a fourth channel marking where the other fighter stands, so a pose a few pixels wide is
+   seen at full resolution and a fighter drawn over it is not mistaken for it. It is
    centred on the positions the frame branch read; training centres it on the true positions
    (jittered) instead.
 
@@ -37,6 +38,8 @@ fighter 31 px wide and a limb reaching 15 px forward, either way."""
 CROP_SIZE = (24, 40)
 CROP_ABOVE_FEET = 30
 """The crop's top edge lies this many native rows above the fighter's feet."""
+OTHER_HALF_WIDTH, OTHER_HEIGHT = 8, 26
+"""The standing body of another fighter, marked in a fourth channel of the crop (native px)."""
 NUMBER_FIELDS = ("x", "y", "health")
 
 
@@ -79,7 +82,7 @@ class ProbeNet(nn.Module):
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(c3 * h * w, hidden), nn.ReLU(inplace=True))
         self.out = nn.Linear(hidden, players * sum(f.classes for f in self.numbers))
         k0, k1, k2, k3 = crop_widths
-        self.crop_body = nn.Sequential(conv_block(3, k0), conv_block(k0, k1, 2), conv_block(k1, k2, 2),
+        self.crop_body = nn.Sequential(conv_block(4, k0), conv_block(k0, k1, 2), conv_block(k1, k2, 2),
                                        conv_block(k2, k3, 2), nn.AdaptiveAvgPool2d((2, 3)), nn.Flatten())
         self.player_embed = nn.Embedding(players, k3 * 6)
         self.crop_head = nn.Sequential(nn.Linear(k3 * 6, hidden), nn.ReLU(inplace=True),
@@ -104,8 +107,9 @@ class ProbeNet(nn.Module):
         return logits
 
     def crops(self, frames: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W), centres (B, P, 2) game (x, y) -> (B P, 3, *CROP_SIZE) windows, nearest pixel
-        (as the data path resizes), edges repeated where a window leaves the frame."""
+        """(B, 3, H, W), centres (B, P, 2) game (x, y) -> (B P, 4, *CROP_SIZE) windows, nearest pixel
+        (as the data path resizes), edges repeated where a window leaves the frame; channel 4 marks
+        where the other fighters stand, so one drawn over this one is not read as it."""
         B, P = len(frames), centres.shape[1]
         (nh, nw), (H, W) = self.screen.native, self.size
         col = centres[..., 0] - self.screen.crop_left  # native column of the fighter's centre
@@ -117,7 +121,16 @@ class ProbeNet(nn.Module):
         b = torch.arange(B, device=frames.device).view(B, 1, 1, 1)
         pixels = frames.permute(0, 2, 3, 1)  # (B, H, W, 3): a view, contiguous for channels-last input
         out = pixels[b, rows[..., :, None], cols[..., None, :]]  # (B, P, h, w, 3)
-        return out.flatten(0, 1).permute(0, 3, 1, 2)  # (B P, 3, h, w), channels-last
+        others = torch.stack([centres.roll(k, dims=1) for k in range(1, P)], dim=2)  # (B, P, P-1, 2)
+        ocol = others[..., 0] - self.screen.crop_left  # (B, P, P-1)
+        ofeet = others[..., 1] - self.screen.crop_top
+        crow = (top[..., None] + ys)[..., None, :, None]  # (B, P, 1, h, 1) native rows of the crop
+        ccol = (col[..., None] + xs)[..., None, None, :]  # (B, P, 1, 1, w)
+        near = ((ccol - ocol[..., None, None]).abs() <= OTHER_HALF_WIDTH) & \
+            (crow >= ofeet[..., None, None] - OTHER_HEIGHT) & (crow <= ofeet[..., None, None])  # (B, P, P-1, h, w)
+        other = near.any(2).to(out.dtype)[..., None] * 2 - 1  # (B, P, h, w, 1): +1 where another fighter stands
+        out = torch.cat([out, other], dim=-1)  # (B, P, h, w, 4)
+        return out.flatten(0, 1).permute(0, 3, 1, 2)  # (B P, 4, h, w), channels-last
 
 
 def read_number(logits: torch.Tensor, field: Field, window: int = 2) -> torch.Tensor:

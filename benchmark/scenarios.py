@@ -39,6 +39,17 @@ OVERLAP_PX = 4
 """Sprites intersecting by fewer px merely touch (two idle fighters at the closest distance the game
 allows overlap by 2 px)."""
 
+MIN_ACTION_ROWS = 9
+"""An action case is at least the prompt and one chunk of 8 rows: shorter instances are key pulses
+(a press of a row or two), not actions."""
+MOVEMENTS = ("walk_forward", "walk_back", "crouch", "jump_up", "jump_forward", "jump_back")
+
+
+def single_actions(rules) -> list[str]:
+    """Every action a single-action case can show: the movements and the game's moves."""
+    return list(MOVEMENTS) + rules.move_names
+
+
 FAMILIES = {"single-action": ("single-action",), "dual-action": ("dual-action",),
             "identity": ("static", "jump_over", "chase_cross", "overlap", "long")}
 SCENARIOS = tuple(s for names in FAMILIES.values() for s in names)
@@ -143,8 +154,8 @@ def mine_episode(view: EpisodeView, options: MineOptions) -> list[CasePlan]:
 
 
 def action_cases(view: EpisodeView) -> list[CasePlan]:
-    """The curriculum's single- and dual-action instances, each a case from its first neutral row,
-    lengthened to whole chunks of 8 rows where the segment allows."""
+    """The curriculum's single- and dual-action instances, each a case from its first neutral row to
+    its last (the model generates whole chunks; rows past the case are dropped)."""
     from wantofight.annotate.clips import CutOptions, cut_episode
 
     cols = view.ep.episode.columns
@@ -152,14 +163,13 @@ def action_cases(view: EpisodeView) -> list[CasePlan]:
                         CutOptions(clip_frames=10**6, stride=10**6), False, cols.get("p1_x"), cols.get("p2_x"))
     out = []
     for plan in plans:
-        rows = 1 + 8 * -(-(plan.num_frames - 1) // 8)
-        while rows > plan.num_frames and not view.in_segment(plan.start_frame, plan.start_frame + rows):
-            rows -= 1
+        if plan.num_frames < MIN_ACTION_ROWS:
+            continue
         if plan.tier == "single-action":
             label, actor = plan.p1_move or plan.p2_move, plan.actor
         else:
             label, actor = f"{plan.p1_move} + {plan.p2_move}", None
-        out.append(CasePlan(plan.tier, view.index, plan.start_frame, rows, label, actor))
+        out.append(CasePlan(plan.tier, view.index, plan.start_frame, plan.num_frames, label, actor))
     return out
 
 
@@ -265,11 +275,12 @@ def bucket_of(plan: CasePlan) -> str:
 
 
 def non_overlapping(plans: list[CasePlan]) -> list[CasePlan]:
-    """Within one scenario and episode, drop a case that overlaps an earlier one."""
+    """Within one identity scenario and episode, drop a case that overlaps an earlier one (action
+    instances never overlap: each runs from neutral to neutral)."""
     kept, end = [], {}
     for plan in sorted(plans, key=lambda p: (p.scenario, p.episode, p.start)):
         key = (plan.scenario, plan.episode)
-        if plan.start >= end.get(key, -1):
+        if plan.scenario not in IDENTITY or plan.start >= end.get(key, -1):
             kept.append(plan)
             end[key] = plan.start + plan.rows
     return kept

@@ -160,8 +160,17 @@ def position_error(read: dict[str, np.ndarray], truth: Truth) -> np.ndarray:
     return np.where(truth.valid["x"], err, np.nan)
 
 
-def psnr_rows(generated: np.ndarray, real: np.ndarray) -> np.ndarray:
-    """(T, H, W, 3) uint8 each -> (T,) PSNR in dB, capped at 100 dB for identical frames."""
-    diff = generated.astype(np.float64) - real.astype(np.float64)
-    mse = (diff * diff).reshape(len(diff), -1).mean(1) / 255.0**2
+def mse_rows(generated: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """(T, H, W, 3) uint8 each -> (T,) mean squared error on [0, 1] pixels."""
+    diff = (generated.astype(np.float32) - real.astype(np.float32)) / 255.0
+    return (diff * diff).reshape(len(diff), -1).mean(1).astype(np.float64)
+
+
+def psnr(mse: np.ndarray | float) -> np.ndarray | float:
+    """PSNR in dB of a mean squared error on [0, 1] pixels, capped at 100 dB for identical frames."""
     return np.minimum(10 * np.log10(1.0 / np.maximum(mse, 1e-10)), 100.0)
+
+
+def spread(count: int, most: int) -> np.ndarray:
+    """At most `most` indices spread evenly over range(count), first and last included."""
+    return np.unique(np.linspace(0, count - 1, min(count, most)).round().astype(np.int64))

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 
 from wantofight.benchmark.episodes import GameInfo, LabelledEpisode, open_runs
 from wantofight.benchmark.labels import REQUIRED_RAM, Truth, screen_truth
-from wantofight.benchmark.scenarios import SCENARIOS, CasePlan, EpisodeView, MineOptions, choose, family_of, mine_episode
+from wantofight.benchmark.scenarios import (IDENTITY, SCENARIOS, CasePlan, EpisodeView, MineOptions, choose, family_of,
+                                            mine_episode, single_actions)
 
 SUITE_VERSION = 1
 SUITE_FILE, CASES_FILE = "suite.json", "cases.parquet"
@@ -149,14 +150,16 @@ def suite_meta(game: GameInfo, episodes: list[LabelledEpisode], options: MineOpt
         buckets = {k: v for k, v in counts.items() if k == scenario or k.startswith(f"{scenario}/")}
         scenarios[scenario] = {"cases": sum(v["kept"] for v in buckets.values()),
                                "found": sum(v["found"] for v in buckets.values())}
-    rare = [name for name, c in counts.items() if c["kept"] < options.per_scenario]
+    rare = [name for name, c in counts.items() if c["kept"] < options.per_scenario and name in IDENTITY]
+    missing = [f"P{p} {a}" for p in (1, 2) for a in single_actions(game.rules)
+               if f"single-action/P{p} {a}" not in counts]
     return {
         "suite_version": SUITE_VERSION, "game": game.name, "fps": meta0["fps"],
         "frame_skip": int(meta0.get("frame_skip") or 1), "screen_ram_lag_frames": meta0.get("screen_ram_lag_frames"),
         "native_size": [int(meta0["height"]), int(meta0["width"])],
         "key_layout_version": meta0.get("key_layout_version"), "ram_names": list(CASE_RAM),
         "options": asdict(options), "cases": len(kept), "scenarios": scenarios, "buckets": counts,
-        "below_per_scenario": rare,
+        "below_per_scenario": rare, "single_actions_missing": missing,
         "sources": [{"path": str(ep.path), "uid": ep.uid, "rows": ep.rows} for ep in episodes],
     }
 

@@ -130,6 +130,18 @@ def to_model(frames, size: tuple[int, int], mode: str = "stretch"):
     return x.reshape(*lead, 3, *size)
 
 
+def nearest_index(src: int, dst: int) -> np.ndarray:
+    """Source index of each of `dst` output pixels under `nearest-exact`: floor((i + 0.5) src / dst)."""
+    return np.minimum(((np.arange(dst) + 0.5) * src / dst).astype(np.int64), src - 1)
+
+
+def stretch_uint8(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(..., h, w, 3) uint8 -> (..., H, W, 3) uint8: the pixels `to_model` picks in `stretch` mode,
+    without the float copy (for readers of many frames: the benchmark's probe)."""
+    h, w = frames.shape[-3:-1]
+    return frames[..., nearest_index(h, size[0]), :, :][..., nearest_index(w, size[1]), :]
+
+
 def planar(frames: np.ndarray):
     """(T, h, w, 3) uint8 numpy -> torch uint8 (T, 3, h, w), contiguous."""
     import torch

@@ -11,6 +11,7 @@ import typer
 from wantofight import __version__
 from wantofight.annotate import cli as annotate_cli
 from wantofight.annotate import curator_cli
+from wantofight.benchmark import cli as benchmark_cli
 from wantofight.cli_util import Group
 from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
@@ -50,6 +51,7 @@ app.add_typer(agents_cli.app, name="agents")
 app.add_typer(model_cli.app, name="model")
 app.add_typer(train_cli.app, name="train")
 generate_cli.register(app, train_cli.app)
+benchmark_cli.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,91 @@
+"""The benchmark's own baselines on the recipe's suite: cases per scenario, and the emulator (ceiling)
+against the repeated prompt (floor), scored side by side by the same code in one run.
+
+    python bench/benchmark.py [--root data/bench] [--probe runs/bench-probe/128x128] [--out runs/bench-baselines]
+
+Records the recipe where missing (bench/recipe.py), builds the suite from the held-out runs, and
+runs `wtf benchmark run --model emulator --model first-frame` over every case. Acceptance
+(docs/benchmark.md): the emulator follows >= 0.95 and binds 100% of the cases of every identity
+scenario; the first frame scores far below; each identity scenario has >= 20 cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import recipe  # noqa: E402
+
+
+def screenshot(page_path: Path, png: Path) -> None:
+    """The report page as the README shows it: headless Debian Chromium through Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(page_path.resolve().as_uri())
+        page.wait_for_function("Array.from(document.images).every(i => i.complete)")
+        page.screenshot(path=str(png), full_page=False)
+        browser.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=recipe.ROOT / "data" / "bench")
+    parser.add_argument("--probe", type=Path, default=recipe.ROOT / "runs" / "bench-probe" / "128x128")
+    parser.add_argument("--out", type=Path, default=recipe.ROOT / "runs" / "bench-baselines")
+    parser.add_argument("--checkpoint", type=Path, help="also score this checkpoint (real, zero and swapped keys)")
+    parser.add_argument("--screenshot", type=Path, help="write a PNG of the report page here (headless Chromium)")
+    args = parser.parse_args()
+
+    took = recipe.ensure(args.root)
+    print(f"recipe: {sum(took.values()):.0f} s of recording this run ({', '.join(f'{k} {v:.0f} s' for k, v in took.items())})")
+    if not (args.probe / "probe.json").is_file():
+        raise SystemExit(f"no probe at {args.probe}: run python bench/probe.py first")
+    suite = args.root / "suite"
+    if not (suite / "suite.json").is_file():
+        t0 = time.perf_counter()
+        subprocess.run(["wtf", "benchmark", "build", *map(str, recipe.runs(args.root, "heldout")), "--out", str(suite),
+                        "--no-progress"], check=True)
+        print(f"suite built in {time.perf_counter() - t0:.0f} s")
+    meta = json.loads((suite / "suite.json").read_text())
+    print("\ncases per scenario (found in the held-out recordings, kept)")
+    for name, row in meta["scenarios"].items():
+        print(f"  {name:<14} {row['cases']:>5} of {row['found']:>5}")
+    t0 = time.perf_counter()
+    subprocess.run(["wtf", "benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(args.out),
+                    "--model", "emulator", "--model", "first-frame", "--no-progress", "--resume"], check=True)
+    if args.checkpoint:
+        subprocess.run(["wtf", "benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(args.out),
+                        "--checkpoint", str(args.checkpoint), "--keys", "real,zero,swap-players", "--no-progress",
+                        "--resume"], check=True)
+    print(f"scored in {time.perf_counter() - t0:.0f} s")
+    report = json.loads((args.out / "report.json").read_text())
+    by = {v["name"]: v for v in report["variants"]}
+    emu, first = by["emulator"], by["first-frame"]
+    print("\n                emulator  first-frame")
+    for fam in ("single-action", "dual-action", "identity", "all"):
+        print(f"follow {fam:<14} {emu['families'][fam]['follow']:.3f}     {first['families'][fam]['follow']:.3f}")
+    for s in ("static", "jump_over", "chase_cross", "overlap", "long"):
+        e, f = emu["scenarios"][s], first["scenarios"][s]
+        if e["cases"]:
+            print(f"binding {s:<13} {e['binding']:5.1f}%     {f['binding']:5.1f}%   ({e['cases']} cases)")
+    ok = emu["families"]["all"]["follow"] >= 0.95 and all(
+        emu["scenarios"][s]["binding"] == 100.0 for s in ("static", "jump_over", "chase_cross", "overlap", "long")
+        if emu["scenarios"][s]["cases"])
+    if args.screenshot:
+        screenshot(args.out / "index.html", args.screenshot)
+        print(f"wrote {args.screenshot}")
+    print(f"\nemulator >= 0.95 following and 100% binding: {'yes' if ok else 'NO'}; "
+          f"first-frame / emulator following: {first['families']['all']['follow'] / emu['families']['all']['follow']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

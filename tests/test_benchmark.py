@@ -1,0 +1,340 @@
+"""The benchmark: screen-time truth, the scoring rules, the probe, mining scenarios from RAM, and
+`wtf benchmark run` end to end on a tiny checkpoint (docs/benchmark.md).
+
+Recordings come from the project's collector: scripted matches, a drill and one of the shipped
+walk-under key files (which gives chase/cross swaps). The probe here trains for a few dozen steps:
+these tests check wiring and rules; the probe's real accuracy is measured by bench/probe.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from model_helpers import one_torch_thread  # noqa: F401
+from test_browser import page  # noqa: F401
+from train_helpers import synthetic_datasets, tiny_config
+from wantofight.annotate.rules import rules_for
+from wantofight.benchmark import scoring as sc
+from wantofight.benchmark.labels import STATE_CLASSES, LabelError, fields_for, screen_truth
+from wantofight.benchmark.probe import ProbeConfig, ProbeError, eval_probe, load_probe, train_probe
+from wantofight.benchmark.run import BenchmarkError, Variant, cases_to_score, plan_variants, run_benchmark
+from wantofight.benchmark.scenarios import IDENTITY, MineOptions
+from wantofight.benchmark.suite import Suite, SuiteError, build_suite
+from wantofight.cli import app
+
+KEYS = Path(__file__).resolve().parent.parent / "collect" / "games" / "duel" / "keys"
+RULES = rules_for("duel")
+FIELDS = fields_for(RULES, 96)
+
+
+def columns(**series) -> dict[str, np.ndarray]:
+    T = len(next(iter(series.values())))
+    cols = {f"p{p}_{n}": np.zeros(T, np.int64) for p in (1, 2) for n in ("x", "y", "facing", "state", "move", "health")}
+    for p in (1, 2):
+        cols[f"p{p}_y"][:] = 192
+    cols.update({k: np.asarray(v) for k, v in series.items()})
+    return cols
+
+
+# ---------------------------------------------------------------------------------------------
+# Screen-time truth and scoring rules
+# ---------------------------------------------------------------------------------------------
+
+def test_truth_at_60_fps_is_the_previous_row_exactly():
+    x = np.array([100, 102, 104, 106, 108])
+    truth = screen_truth(columns(p1_x=x), RULES, FIELDS, frame_skip=1, lag=1)
+    assert not truth.valid["x"][0, 0]
+    assert np.array_equal(truth.values["x"][1:, 0], x[:-1])
+
+
+def test_truth_at_30_fps_interpolates_positions_and_masks_changing_classes():
+    walk, idle = RULES.state_id("walk_forward"), RULES.state_id("idle")
+    cols = columns(p1_x=[100, 104, 108, 200], p1_state=[idle, walk, walk, walk], p1_facing=[0, 0, 1, 1])
+    truth = screen_truth(cols, RULES, FIELDS, frame_skip=2, lag=1)
+    assert truth.values["x"][1, 0] == 102 and truth.values["x"][2, 0] == 106  # one emulator step back
+    assert not truth.valid["x"][3, 0]  # 108 -> 200 is a reset, not motion
+    assert list(truth.valid["state"][:, 0]) == [False, False, True, True]  # idle | walk straddles row 1
+    assert list(truth.valid["facing"][:, 0]) == [False, True, False, True]
+    assert truth.values["state"][2, 0] == STATE_CLASSES.index("walk")
+
+
+def read_of(x, state) -> dict[str, np.ndarray]:
+    """P1's readings (P2's column repeats them; only P1 is scored)."""
+    return {"x": np.repeat(np.asarray(x, float)[:, None], 2, 1), "state": np.repeat(np.asarray(state, float)[:, None], 2, 1)}
+
+
+def test_action_following_accepts_two_rows_of_lag_and_a_dead_band_not_more():
+    walk, idle = RULES.state_id("walk_forward"), RULES.state_id("idle")
+    x = np.r_[[100] * 6, 100 + 4 * np.arange(1, 13)]  # stands, then walks right at 30 fps
+    state = np.r_[[idle] * 6, [walk] * 12]
+    truth = screen_truth(columns(p1_x=x, p1_state=state, p2_x=np.full(18, 160)), RULES, FIELDS, 2, 0)
+    sig = sc.true_signals(truth, 0, 2, len(STATE_CLASSES))
+    own = sc.truth_as_read(truth)
+    assert sc.follow_share(own, 0, sig, 2) == 1.0
+    cls = np.where(state == walk, STATE_CLASSES.index("walk"), STATE_CLASSES.index("idle"))
+    late = read_of(np.r_[x[:1], x[:1], x[:-2]], np.r_[cls[:2], cls[:-2]])  # two rows behind: accepted
+    assert sc.follow_share(late, 0, sig, 2) == 1.0
+    later = read_of(np.r_[[x[0]] * 4, x[:-4]], np.r_[cls[:4], cls[:-4]])  # four rows behind: not
+    assert sc.follow_share(later, 0, sig, 2) < 0.9
+    still = read_of(np.full(18, 100), np.full(18, STATE_CLASSES.index("idle")))
+    assert sc.follow_share(still, 0, sig, 2) < 0.5
+
+
+def test_binding_is_true_for_the_right_fighters_false_when_swapped_and_on_a_tie():
+    walk, idle = RULES.state_id("walk_forward"), RULES.state_id("idle")
+    x1 = 100 + 4 * np.arange(16)
+    cols = columns(p1_x=x1, p1_state=np.full(16, walk), p2_x=np.full(16, 180), p2_state=np.full(16, idle))
+    truth = screen_truth(cols, RULES, FIELDS, 2, 0)
+    sig = [sc.true_signals(truth, p, 2, len(STATE_CLASSES)) for p in (0, 1)]
+    own = sc.truth_as_read(truth)
+    swapped = {k: v[:, ::-1] for k, v in own.items()}
+    assert sc.binding(own, sig, 2)["bound"] and not sc.binding(swapped, sig, 2)["bound"]
+    alike = {k: np.repeat(v[:, :1], 2, axis=1) for k, v in own.items()}  # both fighters do P1's thing
+    result = sc.binding(alike, sig, 2)
+    assert result["own"] == result["swapped"] and not result["bound"]
+    assert sc.informative(truth, 2, len(STATE_CLASSES)) >= sc.INFORMATIVE_MARGIN
+
+
+# ---------------------------------------------------------------------------------------------
+# Recordings, probe, suite
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def runs(recorded):
+    return [recorded(policy="scripted", episodes=2, max_frames=900, seed=5),
+            recorded(policy="drill", episodes=1, max_frames=900, seed=6),
+            recorded(policy=f"keys:{KEYS / 'walk-under-a.keys'}", episodes=1, seed=7)]
+
+
+@pytest.fixture(scope="module")
+def probe_dir(runs, tmp_path_factory):
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("probe") / "probe"
+    train_probe(runs, out, ProbeConfig(size=(64, 64), steps=30, batch_size=32, max_frames=1500, val_fraction=0.25))
+    return out
+
+
+@pytest.fixture(scope="module")
+def suite_dir(runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite") / "suite"
+    build_suite(runs, out, MineOptions(per_scenario=3, long_seconds=8))
+    return out
+
+
+def test_probe_report_holds_every_field_for_both_players(probe_dir, runs):
+    report = json.loads((probe_dir / "report.json").read_text())
+    held = report["held_out"]
+    for p in ("p1", "p2"):
+        for key in ("x_within", "x_mae", "y_within", "facing", "state", "move", "health_within"):
+            assert held["metrics"][p][key] is not None, key
+    assert set(held["targets"]) == {"x_within", "state", "facing"}
+    assert report["parameters"] < 10_000_000
+    probe = load_probe(probe_dir)
+    assert probe.size == (64, 64) and probe.game == "duel"
+    again = eval_probe(probe_dir, runs[:1])
+    assert again["frames"] > 0 and set(again["metrics"]) == {"p1", "p2"}
+    with pytest.raises(ProbeError, match="reads 64x64 frames, got 224x240"):
+        probe.read(np.zeros((2, 224, 240, 3), np.uint8))
+
+
+def test_probe_frames_are_the_pixels_the_data_path_picks():
+    from wantofight.benchmark.probe import to_probe_pixels
+    from wantofight.datasets.frames import resize_to_model
+
+    frames = np.random.default_rng(0).integers(0, 256, (3, 224, 240, 3), dtype=np.uint8)
+    for size in ((128, 128), (64, 64), (96, 128), (384, 512)):
+        model = ((resize_to_model(frames, size) + 1) * 127.5).round().to(torch.uint8)  # (N, 3, H, W)
+        assert torch.equal(to_probe_pixels(frames, size), model)
+
+
+def test_probe_trains_at_native_size(runs, tmp_path):
+    report = train_probe(runs[:1], tmp_path / "p", ProbeConfig(steps=2, batch_size=8, max_frames=64))
+    assert report["size"] == [224, 240] and load_probe(tmp_path / "p").size == (224, 240)
+
+
+def test_suite_mines_every_scenario_the_recordings_hold(suite_dir):
+    suite = Suite(suite_dir)
+    counts = {name: row["cases"] for name, row in suite.meta["scenarios"].items()}
+    for name in ("single-action", "dual-action", "static", "chase_cross", "overlap", "long"):
+        assert counts[name] > 0, (name, counts)
+    cases = list(suite.cases())
+    assert len(cases) == len(suite)
+    case = next(c for c in cases if c.scenario == "chase_cross")
+    frames = case.frames()
+    assert frames.shape[0] == case.rows == len(case.truth) and frames.shape[1:] == (224, 240, 3)
+    assert case.refs.shape == (2, 48, 48, 3) and case.keys.dtype == np.uint16
+    long = next(c for c in cases if c.scenario == "long")
+    assert long.rows >= 8 * 30
+    for c in cases:
+        if c.family == "identity":
+            assert sc.informative(c.truth, suite.frame_skip, len(STATE_CLASSES)) >= sc.INFORMATIVE_MARGIN
+
+
+def test_the_metric_tells_the_emulator_from_the_first_frame(suite_dir):
+    """On every mined case, the emulator's own truth follows and binds; the prompt repeated does not
+    (a constant metric would fail one side or the other)."""
+    suite = Suite(suite_dir)
+    own, first, bound = [], [], {}
+    for case in suite.cases():
+        sig = [sc.true_signals(case.truth, p, suite.frame_skip, len(STATE_CLASSES)) for p in (0, 1)]
+        read = sc.truth_as_read(case.truth)
+        frozen = {k: np.repeat(v[:1], len(v), axis=0) for k, v in read.items()}
+        own += [sc.follow_share(read, p, sig[p], suite.frame_skip) for p in (0, 1)]
+        first += [sc.follow_share(frozen, p, sig[p], suite.frame_skip) for p in (0, 1)]
+        if case.family == "identity":
+            bound.setdefault(case.scenario, []).append(
+                (sc.binding(read, sig, suite.frame_skip)["bound"], sc.binding(frozen, sig, suite.frame_skip)["bound"]))
+    assert np.nanmean(own) == 1.0 and np.nanmean(first) < 0.7  # the idle player of a single action follows
+    for scenario, pairs in bound.items():
+        assert all(b for b, _ in pairs), scenario
+        assert sum(f for _, f in pairs) < len(pairs), scenario
+
+
+def test_suite_refuses_an_existing_folder_and_a_game_without_the_ram_names(runs, suite_dir, recorded, tmp_path):
+    with pytest.raises(SuiteError, match="already exists"):
+        build_suite(runs, suite_dir, MineOptions())
+    airstriker = recorded(game="Airstriker-Genesis", policy="random", episodes=1, max_frames=30)
+    with pytest.raises(LabelError, match="lacks the RAM names p1_x"):
+        build_suite([airstriker], tmp_path / "s", MineOptions())
+    assert not (tmp_path / "s").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("ckpt") / "s2"
+    config = tiny_config("max_steps=1")
+    config = type(config).from_dict({**config.to_dict(), "stage": "stage2"})
+    from wantofight.train.stage2 import Stage2Trainer
+
+    Stage2Trainer(config, None, out, datasets=synthetic_datasets(), progress=False).fit()
+    return out
+
+
+@pytest.fixture(scope="module")
+def report_dir(suite_dir, probe_dir, checkpoint, tmp_path_factory):
+    """`wtf benchmark run` on the tiny checkpoint with its two ablations and both baselines."""
+    out = tmp_path_factory.mktemp("report") / "report"
+    result = CliRunner().invoke(app, ["benchmark", "run", str(suite_dir), "--probe", str(probe_dir), "--out", str(out),
+                                      "--checkpoint", str(checkpoint), "--keys", "real,zero,swap-players",
+                                      "--max-cases", "1", "--steps", "2", "--videos", "1", "--no-lpips",
+                                      "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "Identity binding" in result.output
+    return out
+
+
+@pytest.mark.slow
+def test_wtf_benchmark_runs_a_checkpoint_its_ablations_and_the_baselines(report_dir, suite_dir, probe_dir, checkpoint):
+    out = report_dir
+    report = json.loads((out / "report.json").read_text())
+    names = [v["name"] for v in report["variants"]]
+    assert names == ["emulator", "first-frame", "s2", "s2 keys=swap-players", "s2 keys=zero"]
+    suite = Suite(suite_dir)
+    scenarios = [s for s, row in suite.meta["scenarios"].items() if row["cases"]]
+    for v in report["variants"]:
+        assert v["cases"] == cases_to_score(suite, 1) == len(suite.meta["buckets"]) - sum(
+            1 for row in suite.meta["buckets"].values() if not row["kept"])
+        for s in IDENTITY:
+            if s in scenarios:
+                assert v["scenarios"][s]["binding"] is not None
+    ckpt = report["variants"][2]
+    assert ckpt["speed"]["ms_per_chunk"] > 0 and ckpt["speed"]["frames_per_s"] > 0
+    assert ckpt["variant"]["checkpoint_digest"] and report["suite_digest"] == suite.digest
+    assert report["variants"][0]["speed"]["ms_per_chunk"] is None
+    assert report["follow_vs_emulator"]["emulator"]["all"] == pytest.approx(1.0)
+    html = (out / "index.html").read_text()
+    assert "Identity binding" in html and "plots/binding.png" in html and ".mp4" in html
+    assert (out / "plots" / "binding.png").read_bytes()[:4] == b"\x89PNG"
+    videos = [Path(out, v["path"]) for v in ckpt["videos"]]
+    assert videos and all(p.stat().st_size > 0 for p in videos)
+    # a checkpoint already scored in the folder is refused without --resume (the baselines are reused)
+    again = CliRunner().invoke(app, ["benchmark", "run", str(suite_dir), "--probe", str(probe_dir), "--out", str(out),
+                                     "--checkpoint", str(checkpoint), "--max-cases", "1", "--steps", "2",
+                                     "--no-lpips", "--no-progress"])
+    assert again.exit_code == 2 and "already holds results of s2" in again.output
+
+
+@pytest.mark.slow
+def test_the_report_page_shows_tables_plots_and_playing_videos(report_dir, page, tmp_path):
+    """index.html in headless Chromium (tests/test_browser.py's page), served on 127.0.0.1."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(report_dir))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+        assert page.locator("table").count() == 5
+        assert page.locator("table").first.locator("tr").count() == 1 + 5  # header + five variants
+        page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+        assert page.locator("img").count() == 3
+        page.wait_for_function("(() => { const v = document.querySelector('video'); v.play();"
+                               " return v.readyState >= 2 && v.currentTime > 0.2; })()", timeout=20000)
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_interrupted_run_keeps_its_cases_and_resume_finishes(suite_dir, probe_dir, tmp_path):
+    suite, probe = Suite(suite_dir), load_probe(probe_dir)
+    variants = plan_variants(None)
+    seen = []
+
+    def stop_after_two(variant, case, result):
+        seen.append(case.case_id)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(suite, probe, probe_dir, variants, tmp_path / "r", max_cases=1, lpips=False,
+                      on_case=stop_after_two)
+    kept = list((tmp_path / "r" / "variants" / "emulator" / "cases").glob("*.json"))
+    assert len(kept) == 2
+    scored = []
+    run_benchmark(suite, probe, probe_dir, variants, tmp_path / "r", max_cases=1, lpips=False, resume=True,
+                  on_case=lambda v, c, r: scored.append((v.name, c.case_id)))
+    assert not {c for v, c in scored if v == "emulator"} & set(seen)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    n = cases_to_score(suite, 1)
+    assert [v["cases"] for v in report["variants"]] == [n, n]
+
+
+def test_mismatched_inputs_are_named(suite_dir, probe_dir, checkpoint, runs, tmp_path):
+    suite, probe = Suite(suite_dir), load_probe(probe_dir)
+    train_probe(runs[:1], tmp_path / "p32", ProbeConfig(size=(32, 32), steps=1, batch_size=8, max_frames=64))
+    other = load_probe(tmp_path / "p32")
+    with pytest.raises(BenchmarkError, match="the probe reads 32x32 frames; the checkpoint .* generates 64x64"):
+        run_benchmark(suite, other, tmp_path / "p32", [Variant("checkpoint", checkpoint=str(checkpoint))],
+                      tmp_path / "r1", lpips=False)
+    moved = tmp_path / "ckpt"
+    import shutil
+
+    shutil.copytree(checkpoint, moved)
+    for config in moved.glob("checkpoints/*/config.json"):
+        data = json.loads(config.read_text())
+        config.write_text(json.dumps({**data, "key_layout_version": 2}))
+    with pytest.raises(BenchmarkError, match="key layout version 2"):
+        run_benchmark(suite, probe, probe_dir, [Variant("checkpoint", checkpoint=str(moved))], tmp_path / "r2",
+                      lpips=False)
+    with pytest.raises(BenchmarkError, match="valid key modes are real, zero, swap-players"):
+        plan_variants(checkpoint, keys=["mirror"])
+    result = CliRunner().invoke(app, ["benchmark", "run", str(tmp_path), "--probe", str(probe_dir), "--out",
+                                      str(tmp_path / "r3")])
+    assert result.exit_code == 2 and "is not a benchmark suite" in result.output
+    assert len(result.output.strip().splitlines()) == 1
