@@ -338,3 +338,20 @@ def test_mismatched_inputs_are_named(suite_dir, probe_dir, checkpoint, runs, tmp
                                       str(tmp_path / "r3")])
     assert result.exit_code == 2 and "is not a benchmark suite" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_ctrl_c_keeps_the_scored_cases_and_resume_finishes_the_report(suite_dir, probe_dir, tmp_path):
+    """SIGINT to the process group mid-run (as a terminal sends it): one line, exit 130, cases kept."""
+    from test_cli import assert_stopped_cleanly, interrupted
+
+    out = tmp_path / "r"
+    args = ["benchmark", "run", str(suite_dir), "--probe", str(probe_dir), "--out", str(out), "--no-lpips"]
+    cases = out / "variants" / "emulator" / "cases"
+    proc, seconds = interrupted(args, lambda pid: len(list(cases.glob("*.json"))) >= 3, settle=0)
+    assert_stopped_cleanly(proc, seconds, "add --resume")
+    kept = {p.name for p in cases.glob("*.json")}
+    assert kept and not (out / "report.json").exists()
+    result = CliRunner().invoke(app, [*args, "--resume", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert kept <= {p.name for p in cases.glob("*.json")}
+    assert [v["cases"] for v in json.loads((out / "report.json").read_text())["variants"]] == [len(Suite(suite_dir))] * 2
