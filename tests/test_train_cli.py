@@ -67,3 +67,23 @@ def test_cli_errors_are_one_line(dataset, tmp_path):
     assert bad_preset.exit_code == 2 and "valid presets: tiny, wan-1.3b" in bad_preset.output
     no_data = runner.invoke(app, ["train", "stage1", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "z")])
     assert no_data.exit_code == 2 and "does not exist" in no_data.output
+
+
+@pytest.fixture(scope="module")
+def matches_only(recorded, tmp_path_factory):
+    """Full-match clips only (what the README's `wtf encode` example holds): no action tiers at all."""
+    match = recorded(policy="scripted", p2_policy="random", episodes=2, max_frames=400, fps=30, seed=1)
+    out = tmp_path_factory.mktemp("ds") / "full"
+    build_curriculum([match], out, BuildOptions(clip_frames=33, tiers=("full-match",), val_fraction=0.3,
+                                                shard_size_mb=0.5), workers=1, progress=False)
+    return out
+
+
+def test_default_curriculum_trains_on_full_match_data_alone(matches_only, tmp_path):
+    """The default curriculum starts with single-action phases; full-match data alone skips them with a note."""
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "stage1", "--preset", "tiny", "--data", str(matches_only), "--out",
+                                      str(run), "--max-steps", "3", *FAST])
+    assert result.exit_code == 0, result.output
+    assert "single-action" in result.output and "skipped" in result.output
+    assert all(r["tiers"] == {"full-match": 1} for r in read_metrics(run))

@@ -69,6 +69,29 @@ def sample_seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(2, np.uint64)[0] >> 1)
 
 
+def fit_curriculum(phases: list[dict], tiers: set[str]) -> tuple[list[dict], list[str]]:
+    """The curriculum phases restricted to the tiers the data holds, and notes saying what changed.
+
+    A tier the data lacks is dropped from every phase; a phase left without tiers is skipped (its steps
+    go to the next phase kept); the last phase kept runs to the end (`until` None). Empty when no phase
+    uses a tier the data holds.
+    """
+    notes = []
+    absent = sorted({t for p in phases for t in p["weights"]} - tiers)
+    if absent:
+        notes.append(f"the train split has no {', '.join(absent)} clips; the curriculum phases use the other tiers")
+    kept = []
+    for number, phase in enumerate(phases, start=1):
+        weights = {t: w for t, w in phase["weights"].items() if t in tiers}
+        if weights:
+            kept.append({**phase, "weights": weights})
+        else:
+            notes.append(f"curriculum phase {number} ({', '.join(phase['weights'])} only) skipped: the train split has none")
+    if kept:
+        kept[-1]["until"] = None
+    return kept, notes
+
+
 class Trainer:
     """Shared skeleton. Subclasses set `stage` and `attention` and implement `loss()`."""
 
@@ -220,18 +243,13 @@ class Trainer:
         phases = [{"until": None if p.get("until") is None else int(p["until"]) * accum,
                    "weights": dict(p["weights"])} for p in self.config.data.curriculum]
         tiers = set(self.datasets["train"].item_tiers)
-        absent = sorted({t for p in phases for t in p["weights"]} - tiers)
-        if absent:  # a small dataset may lack a tier: its weight goes to the others (said aloud)
-            self.log(f"[yellow]note:[/] the train split has no {', '.join(absent)} clips; the curriculum "
-                     "phases use the other tiers")
-            for number, phase in enumerate(phases, start=1):
-                kept = {t: w for t, w in phase["weights"].items() if t in tiers}
-                if not kept:
-                    raise TrainError(
-                        f"curriculum phase {number} uses only {', '.join(phase['weights'])}, which the train split "
-                        f"of {self.data_path} lacks (it holds {', '.join(sorted(tiers))}); add such clips or set "
-                        "data.curriculum in a --config file")
-                phase["weights"] = kept
+        phases, notes = fit_curriculum(phases, tiers)
+        for note in notes:  # a small dataset may lack a tier (said aloud, docs/training.md "Curriculum")
+            self.log(f"[yellow]note:[/] {note}")
+        if not phases:
+            raise TrainError(
+                f"no curriculum phase uses a tier the train split of {self.data_path} holds (it holds "
+                f"{', '.join(sorted(tiers)) or 'no clips'}); add such clips or set data.curriculum in a --config file")
         schedule = CurriculumSchedule.from_dict({"phases": phases})
         try:
             return CurriculumSampler(self.datasets["train"].item_tiers, schedule, self.config.data.batch_size,
