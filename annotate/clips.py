@@ -1,4 +1,4 @@
-"""Cutting the three tiers (SPEC §4.4) from an annotated episode, as clip plans (no video yet).
+"""Cutting the three tiers (docs/contracts.md, docs/curriculum.md) from an annotated episode, as clip plans (no video yet).
 
 Every clip lies inside one gameplay *segment* (annotations' `segment`: one fighting span of one
 round), so it never crosses an episode, a round boundary or non-gameplay rows.

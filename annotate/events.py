@@ -1,7 +1,7 @@
 """Events with frame spans: hits, blocks, trades, knockdowns, KOs, rounds, side swaps, overlaps.
 
 Every span is `[start_frame, end_frame)` in episode rows. Players are 1 and 2. Each detector reads
-only RAM names of SPEC §4.3 (plus `pN_move`, `pN_stun`) and game.json; a detector whose inputs are
+only the RAM names of docs/contracts.md (plus `pN_move`, `pN_stun`) and game.json; a detector whose inputs are
 missing is listed in `not_computed` with the reason instead of being guessed.
 """
 

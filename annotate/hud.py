@@ -187,7 +187,7 @@ def render_hud(frames, p1_keys, p2_keys, p1_effective=None, p2_effective=None, l
     """Draw the key HUD under every frame.
 
     frames:        (T, H, W, 3) uint8 RGB.
-    p1_keys, p2_keys: T uint16 masks (bit i = slot i of SPEC §4.1).
+    p1_keys, p2_keys: T uint16 masks (bit i = slot i of the key layout, docs/contracts.md).
     p1_effective, p2_effective: T bools (None entries count as effective), or None: whether the
                    row's new presses could act; new presses on false rows are dimmed.
     labels:        per-frame action labels: `(p1_action, p2_action)` or `{"p1": [...], "p2": [...]}`

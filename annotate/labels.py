@@ -1,6 +1,6 @@
 """Per-frame, per-player labels: the action, whether new presses could act, and key edges.
 
-Alignment (SPEC §4.2): the keys of row t act during the emulator steps that lead from row t − 1 to
+Alignment (docs/contracts.md): the keys of row t act during the emulator steps that lead from row t − 1 to
 row t. So whether a press in row t *could act* depends on the fighter as row t − 1 left it: the
 game reads input before it moves fighters or resolves hits. Row 0 has no predecessor and is
 judged from itself (its keys are always 0).

@@ -1,6 +1,6 @@
 """Wan2.1 VAE reconstruction PSNR on game frames at the model's resolution (512x384 by default).
 
-The Wan VAE was reported poor on small sprite footage (SPEC §3); this measures it on our frames.
+A VAE trained on natural video may reconstruct small sprites poorly; this measures it on our frames.
 
     python bench/vae_recon.py --vae /path/to/Wan2.1-T2V-1.3B-Diffusers --frames run/episode_000.mp4
     python bench/vae_recon.py --tiny --frames clip.npz          # smoke test with a random tiny VAE

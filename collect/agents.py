@@ -103,7 +103,7 @@ def validate_train(config: TrainConfig) -> None:
     try:
         game = resolve_game(config.game)
         if not game.builtin:
-            raise AgentError(f"agents train needs the RAM names of SPEC §4.3; {game.name} does not map them (use duel)")
+            raise AgentError(f"agents train needs the RAM names of docs/contracts.md; {game.name} does not map them (use duel)")
         for state in config.states:
             game.resolve_state(state)
     except GameError as err:

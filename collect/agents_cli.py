@@ -16,7 +16,7 @@ app = typer.Typer(help="Train and evaluate learned (PPO) fighters.", no_args_is_
 def train_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., help="Run folder: OUT/checkpoints/step_XXXXXXX.zip, OUT/final.zip, OUT/log.jsonl."),
-    game: str = typer.Option("duel", help="Game (needs the RAM names of SPEC §4.3: the built-in duel)."),
+    game: str = typer.Option("duel", help="Game (needs the RAM names of docs/contracts.md: the built-in duel)."),
     player: int = typer.Option(1, help="The side the learner plays: 1 or 2."),
     opponent: str = typer.Option("scripted", help="scripted, random, self (frozen snapshots of itself) or any "
                                                   "policy spec such as ppo:PATH."),

@@ -5,7 +5,7 @@
     4         A        DOWN+B
 
 Each line holds its keys for FRAMES recorded frames. The first segment starts at row 1 (row 0 is
-the start frame, recorded with no keys: SPEC §4.2); the episode ends when the file does.
+the start frame, recorded with no keys: docs/contracts.md); the episode ends when the file does.
 Keys are slot names of the 16-slot layout joined with `+`; `-` means no key; `#` starts a comment.
 """
 

@@ -1,4 +1,4 @@
-"""The 16-slot key layout (SPEC §4.1) and conversions between its three forms.
+"""The 16-slot key layout (docs/contracts.md) and conversions between its three forms.
 
 - a `uint16` bitmask per player per frame (bit i = slot i), as stored in Parquet;
 - an emulator button vector in the core's order (stable-retro's `MultiBinary`), per platform;

@@ -1,6 +1,6 @@
 """Who presses the buttons: one registry of per-player policies, all seeded.
 
-A policy sees the RAM of the last recorded row (names of SPEC §4.3) and returns the 16-slot mask it
+A policy sees the RAM of the last recorded row (names of docs/contracts.md) and returns the 16-slot mask it
 wants held for the next row. The recorder sends that mask through the platform's button table and
 records what the emulator received, so a slot the platform lacks never reaches the data.
 

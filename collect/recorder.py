@@ -1,6 +1,6 @@
 """Record one episode: drive the emulator with both policies and write rows frame-exactly.
 
-Alignment (SPEC §4.2): row t holds frame[t], keys[t], ram[t]; keys[t] is the mask the emulator
+Alignment (docs/contracts.md): row t holds frame[t], keys[t], ram[t]; keys[t] is the mask the emulator
 received during the `frame_skip` steps that produced frame[t]. Row 0 is the screen after
 `frame_skip` steps with no keys from the start state. The emulator is stepped directly
 (`em.set_button_mask`, `em.step`) so the recorded mask is exactly what it was given: no action

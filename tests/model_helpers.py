@@ -52,7 +52,7 @@ def latents(num_frames: int, seed: int = 1, batch: int = B) -> torch.Tensor:
 
 
 def keys(num_frames: int, seed: int = 2, batch: int = B) -> torch.Tensor:
-    """(B, T, P, 16) random presses, row 0 all zeros (SPEC §4.2)."""
+    """(B, T, P, 16) random presses, row 0 all zeros (docs/contracts.md)."""
     k = (torch.rand(batch, num_frames, P, 16, generator=torch.Generator().manual_seed(seed)) > 0.7).float()
     k[:, 0] = 0
     return k

@@ -1,4 +1,4 @@
-"""The 16-slot layout (SPEC §4.1) and its platform tables."""
+"""The 16-slot layout (docs/contracts.md) and its platform tables."""
 
 import json
 import os

@@ -113,4 +113,4 @@ def test_wan_1_3b_backbone_has_every_shape_of_diffusers_wan():
     n_ref = sum(v.numel() for v in reference.parameters())
     n_dropped = sum(v.numel() for k, v in reference.state_dict().items() if is_dropped(diffusers_to_original(k)))
     assert sum(v.numel() for v in ours.backbone_state_dict().values()) == n_ref - n_dropped
-    assert abs(n_ref - 1.419e9) < 1e6  # SPEC notes: 1.419 B with the text path
+    assert abs(n_ref - 1.419e9) < 1e6  # Wan2.1-T2V-1.3B: 1.419 B with the text path (docs/model.md)

@@ -30,7 +30,7 @@ def stage1(
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
-    """Stage 1: bidirectional flow-matching pretraining with the curriculum (SPEC §2).
+    """Stage 1: bidirectional flow-matching pretraining with the curriculum (docs/training.md).
 
     Runs as is on one CPU/GPU, and under `torchrun --nproc-per-node G` on many GPUs.
     """

@@ -1,4 +1,4 @@
-"""DMD collapse detection (SPEC §3: FastVideo's students collapsed to black or flat frames).
+"""DMD collapse detection (FastVideo's DMD students collapsed to black or flat frames).
 
 After every generator step the student's outputs of that batch are compared with the real latents
 of the same batch:

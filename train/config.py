@@ -37,7 +37,7 @@ def _choice(name: str, value: str, valid: tuple[str, ...]) -> None:
 
 
 def default_curriculum() -> list[dict]:
-    """SPEC §2: single-player actions -> two players at once -> full matches (mixed in, never alone)."""
+    """The paper's order (docs/training.md): single-player actions -> two players at once -> full matches (mixed in, never alone)."""
     return [
         {"until": 2000, "weights": {"single-action": 1.0}},
         {"until": 6000, "weights": {"single-action": 0.3, "dual-action": 0.7}},
@@ -83,7 +83,7 @@ class DataConfig:
     """What a batch is made of, and the curriculum that picks its tiers."""
 
     frames: int = 161
-    """Pixel frames per sample, 1 + 8 n (161 = chunk 0 + 20 chunks of 8, SPEC §2)."""
+    """Pixel frames per sample, 1 + 8 n (161 = chunk 0 + 20 chunks of 8, docs/model.md)."""
     batch_size: int = 1
     """Samples per micro-batch *per rank*; the global batch is batch_size x world size x grad_accum."""
     source: str = "auto"
@@ -166,7 +166,7 @@ class TrainConfig:
     """A whole training run. `model` holds overrides of the model preset's fields."""
 
     stage: str = "stage1"
-    """Training stage (SPEC §2): stage1 (bidirectional pretraining)."""
+    """Training stage (docs/training.md, docs/stages.md): stage1 (bidirectional pretraining)."""
     preset: str = "tiny"
     """Model preset (`wantofight_model.presets`): tiny, wan-1.3b."""
     model: dict[str, Any] = field(default_factory=dict)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-KEY_LAYOUT_VERSION = 1  # SPEC §4.1
+KEY_LAYOUT_VERSION = 1  # docs/contracts.md
 
 
 def datasets_api(name: str):
@@ -56,7 +56,7 @@ def check_manifest(path: Path, config, model_config) -> None:
                           if isinstance(manifest.get("keys"), dict) else None)
     if layout is not None and int(layout) != KEY_LAYOUT_VERSION:
         raise DataError(f"{path} uses key layout version {layout}; this trainer reads version {KEY_LAYOUT_VERSION} "
-                        "(SPEC §4.1): rebuild the dataset")
+                        "(docs/contracts.md): rebuild the dataset")
     size = manifest.get("size")
     if "vae" in manifest and size is not None and tuple(size) != (model_config.height, model_config.width):
         raise DataError(f"{path} was encoded at {size[0]}x{size[1]} pixels; preset {config.preset} trains at "

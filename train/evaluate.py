@@ -2,7 +2,7 @@
 
 For every clip of the split (one deterministic window of `frames` frames per clip, `ds[(i, 0)]`):
 the model gets the clip's first frame, its reference images and its key stream (rows 1..T-1, the
-keys that led to each real frame, SPEC §4.2) and generates rows 1..T-1 chunk by chunk over the
+keys that led to each real frame, docs/contracts.md) and generates rows 1..T-1 chunk by chunk over the
 rolling KV cache, exactly as `wtf generate` does. Each generated frame is compared with the real
 emulator frame of the same row (both as the uint8 RGB frames a video would hold, at the model's
 resolution):

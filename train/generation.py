@@ -4,7 +4,7 @@
                                                               # model .safetensors file + preset
     result = generate_video(loaded, first_frames, read_key_file("fight.keys"), refs, Path("out.mp4"), steps=4)
 
-Time follows SPEC §4.2 and the key-file format of `wtf collect --policy keys:` (collect/keyfile.py):
+Time follows the alignment of docs/contracts.md and the key-file format of `wtf collect --policy keys:` (collect/keyfile.py):
 row 0 is the first frame (no keys), the key file's line segments fill rows 1..N, and the output has
 exactly 1 + N frames, one per key-file row plus the first frame. Frame t of the output is the frame
 the keys of row t led to. When the first frames are a clip of 1 + 8 m frames, rows 1..8 m are the

@@ -1,4 +1,4 @@
-"""A structurally pruned Wan VAE decoder, fine-tuned on game frames (SPEC §2, stage 3 efficiency).
+"""A structurally pruned Wan VAE decoder, fine-tuned on game frames (cheaper decoding at generation time, docs/stages.md).
 
 What is pruned: the hidden width of every residual block of the decoder (`mid_block.resnets.*`,
 `up_blocks.*.resnets.*`). A Wan residual block computes

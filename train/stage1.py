@@ -1,4 +1,4 @@
-"""Stage 1 (SPEC §2): bidirectional flow-matching pretraining with the curriculum.
+"""Stage 1 (docs/training.md): bidirectional flow-matching pretraining with the curriculum.
 
 Conditioning of a 161-frame sample (41 latent frames = chunk 0 + 20 chunks of 8 frames):
 

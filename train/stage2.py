@@ -1,4 +1,4 @@
-"""Stage 2 (SPEC §2): causal adaptation with diffusion forcing, initialised from a stage-1 checkpoint.
+"""Stage 2 (docs/stages.md): causal adaptation with diffusion forcing, initialised from a stage-1 checkpoint.
 
 What changes from stage 1 (everything else, including the loop, checkpoints and resume, is shared):
 
@@ -20,7 +20,7 @@ What changes from stage 1 (everything else, including the loop, checkpoints and 
     which covers inference, where the context is each earlier chunk as the cache stored it: at the
     noise level of its cache-write (penultimate) denoising step, or clean (t = 0) for the prompt.
     A single noise level for all chunks (stage 1's scheme) would only ever show the model context
-    as noisy as the target itself, and the causal model collapses to that one level (SPEC §2).
+    as noisy as the target itself, and the causal model collapses to that one level (docs/stages.md).
  3. The validation video is generated as at inference: chunk by chunk over the rolling KV cache.
 
 `--init-from` takes a stage-1 run or checkpoint folder; its EMA weights (when present) become the

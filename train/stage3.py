@@ -1,4 +1,4 @@
-"""Stage 3 (SPEC §2): DMD distillation of the stage-2 model into a 4-step causal student.
+"""Stage 3 (docs/stages.md): DMD distillation of the stage-2 model into a 4-step causal student.
 
     wtf train stage3 --teacher runs/s2 --data DS_DIR --out runs/s3 [--set dmd.critic_steps=5]
 
@@ -74,7 +74,7 @@ class DMDConfig:
     critic_lr: float = 0.0
     """Critic AdamW learning rate, constant; 0 = optim.lr."""
     student_steps: int = 4
-    """Denoising steps of the student per chunk (SPEC §2: 4)."""
+    """Denoising steps of the student per chunk (the paper: 4)."""
     sampler: str = "x0_renoise"
     """Student sampler: x0_renoise (predict x0, re-noise to the next level) or euler."""
     t_min: float = 0.02

@@ -37,7 +37,7 @@ from wantofight.train.config import TrainConfig, format_config
 from wantofight.train.ema import EMA
 from wantofight.train.metrics import MetricsWriter
 
-KEY_LAYOUT_VERSION = 1  # SPEC §4.1; datasets record the version they used
+KEY_LAYOUT_VERSION = 1  # docs/contracts.md; datasets record the version they used
 
 
 class TrainError(RuntimeError):

@@ -40,7 +40,7 @@ def bidirectional_mask() -> MaskMod:
 
 def block_causal_mask(tokens_per_frame: int, chunk_latent_frames: int, context_chunks: int,
                       q_frame_offset: int = 0, kv_frame_offset: int = 0) -> MaskMod:
-    """Stage 2: bidirectional inside a chunk; chunk k also sees chunks k-context .. k-1 (SPEC §2: 2)."""
+    """Stage 2: bidirectional inside a chunk; chunk k also sees chunks k-context .. k-1 (the paper: 2)."""
 
     def mod(q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         q_chunk = chunk_of_frame(q_frame_offset + q_idx // tokens_per_frame, chunk_latent_frames)

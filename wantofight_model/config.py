@@ -1,4 +1,4 @@
-"""Typed, validated configuration of the WanToFight generator (SPEC §2).
+"""Typed, validated configuration of the WanToFight generator (docs/model.md).
 
 One `ModelConfig` describes everything that sizes a tensor: the Wan2.1 DiT backbone, the keyboard
 injection, the player association, the rolling KV cache, the sampler and the VAE. Presets
@@ -8,7 +8,7 @@ Time bookkeeping (used everywhere, so fixed here):
     pixel frames  T = 1 + 4 (F - 1)     Wan VAE: 4x in time, the first latent holds frame 0 alone
     latent frames F
     chunk 0       = latent frame 0 (pixel frame 0, the prompt frame)
-    chunk c >= 1  = latent frames 2c-1, 2c = pixel frames 8c-7 .. 8c (L = 8 frames, SPEC §2)
+    chunk c >= 1  = latent frames 2c-1, 2c = pixel frames 8c-7 .. 8c (L = 8 frames, docs/model.md)
 so a 161-frame training sample is 41 latent frames = chunk 0 + 20 chunks.
 """
 
@@ -87,7 +87,7 @@ class ModelConfig:
 
     # ---- video geometry ----
     height: int = 384
-    """Pixel height (SPEC: 512x384 output)."""
+    """Pixel height (the paper's 512x384 output)."""
     width: int = 512
     """Pixel width."""
     vae_time_factor: int = 4
@@ -95,7 +95,7 @@ class ModelConfig:
     vae_space_factor: int = 8
     """Wan-VAE spatial compression (fixed by the VAE)."""
     chunk_frames: int = 8
-    """Pixel frames per autoregressive chunk, L = 8 (SPEC §2) = 2 latent frames."""
+    """Pixel frames per autoregressive chunk, L = 8 (the paper's) = 2 latent frames."""
     context_chunks: int = 2
     """Previous chunks a chunk attends to under the block-causal mask, and the KV-cache depth."""
 
@@ -103,7 +103,7 @@ class ModelConfig:
     num_players: int = 2
     """Players P; keys tensors are (B, T, P, 16)."""
     num_keys: int = 16
-    """Key slots per player (SPEC §4.1 layout version 1)."""
+    """Key slots per player (docs/contracts.md, layout version 1)."""
     keyboard_dim: int = 256
     """Width of the keyboard latents produced by the 1D-conv encoder."""
     keyboard_every: int = 3
@@ -131,7 +131,7 @@ class ModelConfig:
     timestep_shift: float = 5.0
     """Wan's sigma shift, sigma' = s sigma / (1 + (s - 1) sigma) (Wan2.1 T2V default 5)."""
     cache_write_step: int = -2
-    """Denoising step whose keys/values enter the rolling cache; -2 = penultimate (SPEC §2)."""
+    """Denoising step whose keys/values enter the rolling cache; -2 = penultimate (the paper's choice)."""
     gradient_checkpointing: bool = False
     """Recompute block activations in backward (training only)."""
     mask_backend: str = "dense"

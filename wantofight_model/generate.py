@@ -5,7 +5,7 @@
 
 Each chunk starts from noise and is denoised in `steps` Euler steps over the rolling KV cache of
 the previous 2 chunks; the cache entries of a chunk are the keys/values of its penultimate
-denoising step (`config.cache_write_step`, SPEC §2), so no extra forward pass is spent on them.
+denoising step (`config.cache_write_step`, docs/model.md), so no extra forward pass is spent on them.
 The prompt (the encoded first frames) enters the cache from one forward pass at t = 0.
 
 `use_cache=False` is the reference path: every denoising step recomputes a full block-causal

@@ -1,4 +1,4 @@
-"""Rolling KV cache for chunk-wise autoregressive generation (SPEC §2).
+"""Rolling KV cache for chunk-wise autoregressive generation (docs/model.md).
 
 Holds, per DiT block, the self-attention keys/values of the last `context_chunks` chunks (2 chunks =
 16 frames = 4 latent frames), plus the last `keyboard_window - 1` keyboard latents per player that

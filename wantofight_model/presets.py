@@ -37,7 +37,7 @@ def tiny() -> ModelConfig:
 
 
 def wan_1_3b() -> ModelConfig:
-    """Wan2.1-T2V-1.3B backbone with the paper's keyboard injection and player association (SPEC §2)."""
+    """Wan2.1-T2V-1.3B backbone with the paper's keyboard injection and player association (docs/model.md)."""
     return ModelConfig()
 
 

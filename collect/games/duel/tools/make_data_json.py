@@ -28,7 +28,7 @@ VARIABLES = {
     "match_over": ("match_over", 0, "|u1"),
     "frame": ("frame", 0, "<u2"),
     "cpu_load": ("cpu_load", 0, "|u1"),
-    # beyond SPEC 4.3: damage dealt this match, so rewards ignore the refill at round reset
+    # beyond the RAM names of docs/contracts.md: damage dealt this match, so rewards ignore the refill at round reset
     "p1_dealt": ("p_dealt", 0, "<u2"), "p2_dealt": ("p_dealt", 2, "<u2"),
 }
 

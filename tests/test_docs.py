@@ -1,0 +1,37 @@
+"""The repository stands alone: its docs hold every contract the code relies on, and nothing cites a
+document users do not have."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tracked_text_files() -> list[Path]:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = []
+    for name in names.decode().split("\0"):
+        path = ROOT / name
+        if name and path.is_file():
+            data = path.read_bytes()
+            if b"\0" not in data[:8192]:  # text, not a ROM, picture or savestate
+                files.append(path)
+    return files
+
+
+def test_no_tracked_file_cites_the_spec():
+    """Contracts are written in docs/ (docs/contracts.md, docs/recording-format.md, …), not in a SPEC file."""
+    cite = re.compile(r"\bSPEC\b")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in tracked_text_files()
+             for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1)
+             if cite.search(line)]
+    assert not found, "cites SPEC:\n" + "\n".join(found)
