@@ -28,10 +28,35 @@ def tracked_text_files() -> list[Path]:
 
 
 def test_no_tracked_file_cites_the_spec():
-    """Contracts are written in docs/ (docs/contracts.md, docs/recording-format.md, …), not in a SPEC file."""
+    """Contracts are written in docs/ (docs/contracts.md, docs/recording-format.md, …), not in a
+    specification file users do not have."""
     cite = re.compile(r"\bSPEC\b")
     found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-             for path in tracked_text_files()
+             for path in tracked_text_files() if path != Path(__file__).resolve()
              for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1)
              if cite.search(line)]
-    assert not found, "cites SPEC:\n" + "\n".join(found)
+    assert not found, "cites the specification:\n" + "\n".join(found)
+
+
+def readme_commands() -> list[str]:
+    """The README's bash blocks as commands (continuation lines joined, comments dropped)."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for command in block.replace("\\\n", " ").splitlines():
+            commands.append(command)
+    return commands
+
+
+WRITES = re.compile(r"(?:--out|--report|--keys-dir|--plots)[ =](\S+)|(?<![0-9&])>\s*'?([^\s'|;&]+)")
+
+
+def test_readme_examples_write_only_under_data_and_runs():
+    """Everything a README example writes goes under data/ or runs/ (git-ignored), never the repository root."""
+    outside = []
+    for command in readme_commands():
+        for match in WRITES.finditer(command.split(" #")[0]):
+            target = match.group(1) or match.group(2)
+            if not target.startswith(("data/", "runs/", "/dev/null", "$OUT")):
+                outside.append(f"{target}  ({command.strip()})")
+    assert not outside, "README examples write outside data/ and runs/:\n" + "\n".join(outside)

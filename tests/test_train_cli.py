@@ -87,3 +87,22 @@ def test_default_curriculum_trains_on_full_match_data_alone(matches_only, tmp_pa
     assert result.exit_code == 0, result.output
     assert "single-action" in result.output and "skipped" in result.output
     assert all(r["tiers"] == {"full-match": 1} for r in read_metrics(run))
+
+
+@pytest.mark.parametrize("stage", ["stage1", "stage2", "stage3"])
+def test_a_failed_run_leaves_no_out_folder(stage, dataset, tmp_path):
+    """Bad --data (missing, or a folder that is no dataset) fails in one line and creates no --out folder."""
+    (tmp_path / "empty").mkdir()
+    start = {"stage1": [], "stage2": ["--init-from", str(tmp_path / "no-run")], "stage3": ["--teacher", str(tmp_path / "no-run")]}
+    for data in (tmp_path / "missing", tmp_path / "empty"):
+        out = tmp_path / f"run-{data.name}"
+        result = CliRunner().invoke(app, ["train", stage, "--preset", "tiny", "--data", str(data), "--out", str(out),
+                                          *start[stage], *FAST])
+        assert result.exit_code == 2, result.output
+        assert not out.exists(), f"{stage} --data {data.name} left {out}"
+    no_init = tmp_path / "run-no-init"
+    if stage != "stage1":  # good data, a missing stage-1 run / teacher
+        result = CliRunner().invoke(app, ["train", stage, "--preset", "tiny", "--data", str(dataset), "--out",
+                                          str(no_init), *start[stage], *FAST])
+        assert result.exit_code == 2, result.output
+        assert not no_init.exists()

@@ -136,6 +136,8 @@ class Trainer:
             self.sampler.load_state_dict(ckpt.read_torch(resume_from, "trainer.pt")["sampler"])
         self.loader = self.build_loader(self.datasets["train"], self.sampler)
         self._iter: Iterator | None = None
+        if self.dist.is_main:  # only now: a run that fails to start (bad --data, …) leaves no empty --out
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics = MetricsWriter(self.run_dir, enabled=self.dist.is_main,
                                      resume_step=self.step_count if resume_from is not None else None)
 
@@ -151,8 +153,6 @@ class Trainer:
         if not resume and found is not None:
             raise TrainError(f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to "
                              "continue that run or choose another --out")
-        if self.dist.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
         return found
 
     def _seed_everything(self, seed: int) -> None:
