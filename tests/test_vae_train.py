@@ -205,7 +205,7 @@ def test_a_128x128_model_runs_on_the_game_vaes_16x16_latents(vae_dir):
 def test_wtf_train_decoder_prunes_the_game_vae(ds_dir, vae_dir, tmp_path):
     out = tmp_path / "dec"
     result = CliRunner().invoke(app, ["train", "decoder", "--vae", str(vae_dir), "--data", str(ds_dir), "--out",
-                                      str(out), "--steps", "2", "--frames", "9"])
+                                      str(out), "--steps", "2", "--frames", "9", "--size", "32x32"])
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["pruned_parameters"] < report["full_parameters"]

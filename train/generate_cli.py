@@ -157,6 +157,7 @@ def decoder_command(
     frames: int = typer.Option(9, "--frames", help="Frames per window of clip data (1 + 4 k)."),
     gt_weight: float = typer.Option(0.5, "--gt-weight", help="Weight of the ground-truth frame loss (clip data)."),
     preset: str = typer.Option("tiny", "--preset", help="Model preset whose resolution the clips are resized to."),
+    size: Optional[str] = typer.Option(None, "--size", help="Resize clips to HEIGHTxWIDTH instead (e.g. the size of a `wtf train vae` VAE)."),
 ) -> None:
     """Structured pruning of the Wan VAE decoder, fine-tuned against the full decoder and the frames."""
     from wantofight.train.data import DataError
@@ -165,7 +166,12 @@ def decoder_command(
     try:
         config = DecoderTrainConfig(keep_ratio=keep, steps=steps, lr=lr, batch_size=batch_size, frames=frames,
                                     gt_weight=gt_weight)
-        train_decoder(vae, data, out, config, preset, log=lambda m: console.print(m, highlight=False))
+        hw = None
+        if size is not None:
+            from wantofight.train.game_vae import parse_size
+
+            hw = parse_size(size)
+        train_decoder(vae, data, out, config, preset, log=lambda m: console.print(m, highlight=False), size=hw)
     except (PruningError, DataError, FileNotFoundError, ValueError) as err:
         fail(str(err))
 

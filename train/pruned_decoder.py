@@ -303,12 +303,17 @@ class _Windows:
 
 
 def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: DecoderTrainConfig | None = None,
-                  preset: str = "tiny", log=print) -> DecoderReport:
-    """Prune the decoder of `vae_name`, fine-tune it on `data`, save it to `out` and report."""
+                  preset: str = "tiny", log=print, size: tuple[int, int] | None = None) -> DecoderReport:
+    """Prune the decoder of `vae_name`, fine-tune it on `data`, save it to `out` and report. Clips are
+    resized to `size` (default: the preset's), e.g. the size a `wtf train vae` VAE was trained at."""
+    from dataclasses import replace
+
     config = config or DecoderTrainConfig()
     out = Path(out)
     torch.manual_seed(config.seed)
     vae, model_config = open_vae(vae_name, preset)
+    if size is not None:
+        model_config = replace(model_config, height=size[0], width=size[1])
     data = Path(data)
     train = _Windows(data, "train", vae, model_config, config.frames)
     try:
