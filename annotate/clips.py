@@ -8,6 +8,8 @@ round), so it never crosses an episode, a round boundary or non-gameplay rows.
   jump, or one movement), with 1..`context` neutral rows on each side taken from the recording.
 - dual-action: such a run in which both players give input; labelled with each player's first
   attack (else first non-idle action).
+- Both action tiers skip runs shorter than `MIN_ACTION_FRAMES` emulator frames: a tap or a walk
+  that flickers on and off is no action to learn from.
 - full-match: windows of `clip_frames` rows every `stride` rows in each segment of match-play
   episodes (any policy but `drill`).
 
@@ -29,6 +31,9 @@ TIERS = ("single-action", "dual-action", "full-match")
 TIER_NAMES = {"single": "single-action", "dual": "dual-action", "full": "full-match"}
 MATCH_PLAY_EXCLUDED = ("drill",)
 """Policies whose episodes are drills, not match play (they give no full-match clips)."""
+MIN_ACTION_FRAMES = {"single-action": 8, "dual-action": 8}
+"""Shortest run of non-neutral rows an action clip may hold, in emulator frames (rows x frame_skip, so
+the same at 30 and 60 fps). duel's shortest attack lasts 11 frames and a jump 32; a one-row tap is 1-2."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,10 @@ class CutOptions:
 
 
 def cut_episode(frames: dict[str, np.ndarray], identity: dict, tiers: tuple[str, ...], options: CutOptions,
-                match_play: bool, p1_x: np.ndarray | None = None, p2_x: np.ndarray | None = None) -> list[ClipPlan]:
-    """Clip plans of the requested tiers for one episode's annotation columns."""
+                match_play: bool, p1_x: np.ndarray | None = None, p2_x: np.ndarray | None = None,
+                frame_skip: int = 1) -> list[ClipPlan]:
+    """Clip plans of the requested tiers for one episode's annotation columns (`frame_skip`: emulator
+    frames per row, for the action tiers' minimum length)."""
     plans: list[ClipPlan] = []
     segment = frames["segment"]
     labelled = frames["p1_action"][0] is not None if len(segment) else False
@@ -97,7 +104,7 @@ def cut_episode(frames: dict[str, np.ndarray], identity: dict, tiers: tuple[str,
         rows = np.flatnonzero(segment == seg)
         lo, hi = int(rows[0]), int(rows[-1]) + 1
         if labelled and {"single-action", "dual-action"} & set(tiers):
-            plans += instances(frames, lo, hi, identity, tiers, options, p1_x, p2_x)
+            plans += instances(frames, lo, hi, identity, tiers, options, p1_x, p2_x, frame_skip)
         if "full-match" in tiers and match_play:
             for start in range(lo, hi - options.clip_frames + 1, options.stride):
                 plans.append(ClipPlan(clip_id(identity, "full-match", start, options.clip_frames), "full-match",
@@ -105,7 +112,7 @@ def cut_episode(frames: dict[str, np.ndarray], identity: dict, tiers: tuple[str,
     return sorted(plans, key=lambda p: (TIERS.index(p.tier), p.start_frame, p.num_frames))
 
 
-def instances(frames, lo, hi, identity, tiers, options, p1_x, p2_x) -> list[ClipPlan]:
+def instances(frames, lo, hi, identity, tiers, options, p1_x, p2_x, frame_skip=1) -> list[ClipPlan]:
     keys = {p: frames[f"p{p}_keys"][lo:hi] for p in (1, 2)}
     acts = {p: np.asarray(frames[f"p{p}_action"][lo:hi], dtype=object) for p in (1, 2)}
     neutral = (acts[1] == "idle") & (acts[2] == "idle") & (keys[1] == 0) & (keys[2] == 0)
@@ -118,6 +125,9 @@ def instances(frames, lo, hi, identity, tiers, options, p1_x, p2_x) -> list[Clip
             continue  # not seen from neutral to recovery, or longer than the window
         start = lo + a - before
         active = [p for p in (1, 2) if keys[p][a:b].any()]
+        tier = "single-action" if len(active) == 1 else "dual-action"
+        if (b - a) * frame_skip < MIN_ACTION_FRAMES[tier]:
+            continue  # a tap or a flicker, not an action
         pad = options.clip_frames - num
         common = dict(start_frame=start, num_frames=num, pad_before=pad // 2, pad_after=pad - pad // 2)
         if len(active) == 1 and "single-action" in tiers:

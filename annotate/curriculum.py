@@ -112,7 +112,8 @@ def plan_episode(path: str, run: str, options: BuildOptions) -> EpisodePlan:
     frames = {name: annotation.frames.column(name).to_numpy(zero_copy_only=False)
               for name in annotation.frames.column_names}
     cuts = cl.cut_episode(frames, identity, options.tiers, options.cut_options(), match_play,
-                          episode.columns.get("p1_x"), episode.columns.get("p2_x"))
+                          episode.columns.get("p1_x"), episode.columns.get("p2_x"),
+                          frame_skip=int(episode.meta.get("frame_skip", 1)))
     plan.plans = [c.to_dict() for c in cuts]
     plan.ram_names = episode.ram_names
     plan.event_counts = annotation.meta.get("event_counts", {})

@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from wantofight.annotate.clips import MIN_ACTION_FRAMES
 from wantofight.annotate.shards import SCHEMA_VERSION, TMP_PREFIX
 from wantofight.collect.keys import LAYOUT_VERSION
 
@@ -58,7 +59,9 @@ def build_manifest(run_dirs, episodes, good, splits, selected, shards, coverage,
         "ram_columns": [f"ram_{name}" for name in ram_names],
         "sources": sources(run_dirs, good),
         "shards": shards,
-        "tiers": {tier: {"padded_frames": options.clip_frames} for tier in options.tiers},
+        "tiers": {tier: {"padded_frames": options.clip_frames}
+                  | ({"min_action_frames": MIN_ACTION_FRAMES[tier]} if tier in MIN_ACTION_FRAMES else {})
+                  for tier in options.tiers},
         "padding": "single-/dual-action clips hold only recorded rows; pad_before/pad_after copies of their "
                    "first/last (neutral) frame, with no keys, bring them to padded_frames",
     }

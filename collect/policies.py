@@ -246,13 +246,17 @@ class Drill:
     """Both players follow one schedule derived from the episode seed; each plays its own part.
 
     An item starts once both fighters have stood idle for `settle` rows during fighting; dual items
-    first walk the fighters within `close` pixels. Both players' instances read the same RAM, so
-    they agree on when each item starts without talking to each other.
+    first walk the fighters in from farther than `close` pixels to `close - approach`, holding the
+    walk until they are there (a walk pressed only on neutral rows flickers on and off every row, and
+    each flicker would become a clip). Both players' instances read the same RAM, so they agree on
+    when each item starts without talking to each other.
     """
 
     spec = "drill"
     settle = 6
     close = 40
+    approach = 8
+    """A walk-in goes this far inside `close`, so it lasts at least two rows at either fps."""
 
     def reset(self, ctx: PlayerContext) -> None:
         require_ram(ctx, self.spec, ("p1_x", "p2_x", "p1_state", "p2_state", "phase"))
@@ -260,7 +264,9 @@ class Drill:
         self.schedule = drill_schedule(ctx.game, ctx.episode_seed)
         self.moves = {m["name"]: m for m in ctx.game.info["moves"]}
         self.idle = ctx.game.info["state_ids"]["idle"]
+        self.walk = ctx.game.info["state_ids"]["walk_forward"]
         self.item_index, self.calm, self.started_at, self.ends_at = 0, 0, None, 0
+        self.walking_in = False
         self.plan: dict[int, int] = {}
 
     def act(self, ram: dict[str, int], t: int) -> int:
@@ -270,7 +276,7 @@ class Drill:
         if self.started_at is None:
             self.calm = self.calm + 1 if neutral else 0
             item = self.schedule[self.item_index]
-            if item.dual and neutral and abs(ram["p1_x"] - ram["p2_x"]) > self.close:
+            if item.dual and self.walk_in(ram, neutral):
                 self.calm = 0
                 return toward_away(self.ctx, ram)[0]
             if self.calm < self.settle:
@@ -280,6 +286,17 @@ class Drill:
             self.plan = parts[self.ctx.player]
             self.ends_at = max(max(part, default=t) for part in parts)
         return self.plan.get(t, 0)
+
+    def walk_in(self, ram: dict[str, int], neutral: bool) -> bool:
+        """Whether both fighters walk toward each other on this row: from neutral when farther apart than
+        `close`, then held (both still walking in the fighting phase) until `close - approach`."""
+        distance = abs(ram["p1_x"] - ram["p2_x"])
+        walking = ram["phase"] == 1 and ram["p1_state"] == self.walk and ram["p2_state"] == self.walk
+        if self.walking_in and walking:
+            self.walking_in = distance > self.close - self.approach
+        else:
+            self.walking_in = neutral and distance > self.close
+        return self.walking_in
 
     def plan_part(self, item: DrillItem, player: int, ram: dict[str, int], t: int) -> dict[int, int]:
         """Row → mask for one player's part of `item` (empty when that player only watches)."""

@@ -113,6 +113,28 @@ def test_replay_rejects_an_incomplete_folder(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Policies
+
+
+def key_runs(keys: np.ndarray) -> list[int]:
+    """Lengths of the runs of rows with some key held."""
+    held = np.concatenate([[False], keys != 0, [False]])
+    edges = np.flatnonzero(np.diff(held.astype(np.int8)))
+    return list(edges[1::2] - edges[::2])
+
+
+@pytest.mark.parametrize("fps", [60, 30])
+def test_the_drill_holds_its_walk_in_instead_of_pulsing_it(recorded, fps):
+    """The README's drill run: before a dual drill both fighters walk in holding the key until in place
+    (it used to be pressed only on neutral rows, so the walk flickered on and off every row)."""
+    (episode,) = episodes(recorded(policy="drill", fps=fps, episodes=1, max_frames=2000))
+    rows = frames_table(episode)
+    for player in (1, 2):
+        lengths = key_runs(np.array(rows[f"p{player}_keys"]))
+        assert lengths and min(lengths) >= 2, f"P{player} key runs of one row: {lengths.count(1)} of {len(lengths)}"
+
+
+# ---------------------------------------------------------------------------------------------
 # Determinism, resume, crashes
 
 

@@ -232,3 +232,38 @@ def test_clip_ids_do_not_depend_on_where_a_key_file_lay(tmp_path):
         collect(RunSettings(policy=f"keys:{keyfile}", state="Fight", episodes=1, fps=60), out, progress=False)
         ids.append(load_episode(out / "episodes" / "ep000000").identity())
     assert ids[0] == ids[1]
+
+
+def test_no_action_clip_of_the_drill_and_matches_is_a_pulse(dataset):
+    """The README's drill + match recipe: every action clip acts for at least its tier's minimum
+    (there were 32 dual-action clips of 3-6 frames, each one row of a flickering walk-in)."""
+    from wantofight.annotate.clips import MIN_ACTION_FRAMES
+
+    out, manifest, _ = dataset
+    for tier in ("single-action", "dual-action"):
+        clips = rows(out, tier)
+        assert clips, tier
+        for clip in clips:
+            neutral = [a1 == a2 == "idle" and k1 == k2 == 0 for a1, a2, k1, k2 in
+                       zip(clip["p1_action"], clip["p2_action"], clip["p1_keys"], clip["p2_keys"])]
+            acting = len(neutral) - sum(neutral)
+            assert acting * clip["frame_skip"] >= 8, (tier, clip["num_frames"], clip["p1_move"], clip["p2_move"])
+    assert {t: manifest["tiers"][t]["min_action_frames"] for t in MIN_ACTION_FRAMES} == MIN_ACTION_FRAMES
+    assert set(MIN_ACTION_FRAMES.values()) == {8}  # as docs/curriculum.md says
+
+
+def test_a_key_pulse_makes_no_action_clip(tmp_path):
+    """One-row presses (a tap, a flickering walk) are shorter than the action tiers' minimum and give no clip;
+    a real walk of both players gives a dual-action clip, a real punch a single-action one."""
+    from wantofight.collect.run import RunSettings, collect
+
+    keyfile = tmp_path / "pulses.keys"
+    keyfile.write_text("10 - -\n1 RIGHT LEFT\n10 - -\n1 RIGHT -\n10 - -\n8 RIGHT LEFT\n10 - -\n2 A -\n30 - -\n")
+    run = tmp_path / "run"
+    collect(RunSettings(policy=f"keys:{keyfile}", state="Fight", episodes=1, fps=60), run, progress=False)
+    out = tmp_path / "ds"
+    build_curriculum([run], out, BuildOptions(tiers=("single-action", "dual-action"), val_fraction=0, balance=False),
+                     progress=False)
+    clips = sorted(rows(out), key=lambda c: c["start_frame"])
+    assert [(c["tier"], c["p1_move"], c["p2_move"]) for c in clips] == [
+        ("dual-action", "walk_forward", "walk_forward"), ("single-action", "light_punch", None)]
