@@ -161,6 +161,7 @@ def bench_run(
     steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="euler or x0_renoise (default: the checkpoint stage's)."),
     max_cases: Optional[int] = typer.Option(None, "--max-cases", help="Score at most N cases per scenario (per player and action for single-action)."),
+    scenarios: Optional[str] = typer.Option(None, "--scenarios", help="Score only these scenarios, comma-separated (default: all)."),
     videos: int = typer.Option(2, "--videos", help="Side-by-side videos written per scenario and model."),
     lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Compute LPIPS (needs AlexNet weights offline)."),
     lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's alexnet-owt-7be5be79.pth for LPIPS."),
@@ -171,7 +172,7 @@ def bench_run(
     """Generate every case with the model and its keys, read the frames with the probe, score against the emulator."""
     from wantofight.benchmark.probe import load_probe
     from wantofight.benchmark.report import text_tables
-    from wantofight.benchmark.run import cases_to_score, plan_variants, run_benchmark
+    from wantofight.benchmark.run import cases_to_score, parse_scenarios, plan_variants, run_benchmark
     from wantofight.benchmark.suite import Suite
     from wantofight.progress import Progress
 
@@ -181,11 +182,12 @@ def bench_run(
         the_suite, the_probe = Suite(suite), load_probe(probe)
         variants = plan_variants(checkpoint, model or None, [k.strip() for k in keys.split(",") if k.strip()],
                                  baselines, steps, sampler)
-        per = cases_to_score(the_suite, max_cases)
+        chosen = parse_scenarios(scenarios)
+        per = cases_to_score(the_suite, max_cases, chosen)
         with Progress("benchmark", total=per * len(variants), unit="cases", detail="{name}", enabled=progress,
                       eta=True, name="") as bar:
             result = run_benchmark(the_suite, the_probe, probe, variants, out, resume=resume, max_cases=max_cases,
-                                   videos=videos, device=device, lpips_backbone=lpips_backbone, lpips=lpips,
+                                   scenarios=chosen, videos=videos, device=device, lpips_backbone=lpips_backbone, lpips=lpips,
                                    on_case=lambda v, c, r: bar.advance(name=v.name),
                                    log=lambda m: console.print(m, highlight=False, soft_wrap=True))
     except KeyboardInterrupt:

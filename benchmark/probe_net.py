@@ -143,7 +143,23 @@ def read_number(logits: torch.Tensor, field: Field, window: int = 2) -> torch.Te
     return (weights * idx.to(weights.dtype)).sum(-1) * field.step
 
 
+FOUND_MASS = 0.5
+"""A fighter is found in a frame when at least this share of the x and of the y softmax lies within
+two bins of the most likely one (a drawn fighter is read this surely; a smear or an empty stage is not)."""
+
+
+def peak_mass(logits: torch.Tensor, window: int = 2) -> torch.Tensor:
+    """(..., bins) -> (...): softmax mass within `window` bins of the most likely one."""
+    p = torch.softmax(logits, dim=-1)
+    bins = torch.arange(p.shape[-1], device=p.device)
+    near = (bins - p.argmax(-1, keepdim=True)).abs() <= window  # (..., bins)
+    return (p * near).sum(-1)
+
+
 def read_fields(logits: dict[str, torch.Tensor], fields: tuple[Field, ...]) -> dict[str, torch.Tensor]:
-    """Logits -> per field (B, P) values: numbers in their units, classes as indices."""
-    return {f.name: read_number(logits[f.name], f) if f.is_number else logits[f.name].argmax(-1).float()
-            for f in fields}
+    """Logits -> per field (B, P) values: numbers in their units, classes as indices; and `found`
+    (B, P), 1 where the fighter is found (FOUND_MASS)."""
+    out = {f.name: read_number(logits[f.name], f) if f.is_number else logits[f.name].argmax(-1).float()
+           for f in fields}
+    out["found"] = ((peak_mass(logits["x"]) >= FOUND_MASS) & (peak_mass(logits["y"]) >= FOUND_MASS)).float()
+    return out

@@ -70,7 +70,8 @@ def summarize(info: dict, cases: list[dict]) -> dict:
         row = {"cases": len(group), "follow": mean(case_follow(c) for c in group),
                "psnr": mean(c["psnr"] for c in group), "ssim": mean(c["ssim"] for c in group),
                "lpips": mean(c["lpips"] for c in group),
-               "x_error": mean(v for c in group for p in c["x_error"] for v in p)}
+               "x_error": mean(v for c in group for p in c["x_error"] for v in p),
+               "found": mean(c.get("found") for c in group)}
         if s in IDENTITY:
             bound = [c["binding"]["bound"] for c in group]
             row["binding"] = 100.0 * sum(bound) / len(bound) if bound else None
@@ -157,6 +158,7 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                 fmt(mean(s["scenarios"][sc]["ssim"] for sc in SCENARIOS)),
                 fmt(mean(s["scenarios"][sc]["lpips"] for sc in SCENARIOS)),
                 fmt(mean(s["scenarios"][sc]["x_error"] for sc in SCENARIOS), "px"),
+                fmt(s["scenarios"]["long"]["found"]),
                 fmt(s["speed"]["ms_per_chunk"], "px"), fmt(s["speed"]["frames_per_s"], "px")] for s in summaries]
     moves = sorted({m for s in summaries for m in s["single_action_moves"]})
     per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
@@ -165,7 +167,7 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
          ["model", *fams, "single × emulator", "dual × emulator"], follow),
         ("Identity binding (% of cases bound correctly; cases)", ["model", *IDENTITY], binding),
         ("Fidelity and speed (mean over scenarios)",
-         ["model", "PSNR dB", "SSIM", "LPIPS", "x error px", "ms/chunk", "frames/s"], overall),
+         ["model", "PSNR dB", "SSIM", "LPIPS", "x error px", "long: both found", "ms/chunk", "frames/s"], overall),
         ("PSNR dB / SSIM per scenario", ["model"] + [f"{sc} {k}" for sc in SCENARIOS for k in ("PSNR", "SSIM")],
          fidelity),
         ("Single-action following per action", ["action"] + [s["name"] for s in summaries], per_move),

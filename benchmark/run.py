@@ -29,6 +29,7 @@ import torch
 from wantofight.benchmark import scoring as sc
 from wantofight.benchmark.labels import STATE_CLASSES
 from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe_pixels
+from wantofight.benchmark.scenarios import SCENARIOS
 from wantofight.benchmark.suite import Case, Suite
 
 MODELS = ("checkpoint", "emulator", "first-frame")
@@ -167,6 +168,7 @@ def score_case(case: Case, read: dict[str, np.ndarray], frames: np.ndarray, real
                         "direction": mean_or_none(dirs[rows]), "rows": int(rows.sum())}
     if case.family == "identity":
         result["binding"] = sc.binding(read, signals, frame_skip)
+    result["found"] = float(read["found"][1:].all(axis=1).mean())  # both fighters found (on-model frames)
     err = sc.position_error(read, case.truth)[1:]  # (N, 2)
     result["x_error"] = [[None if np.isnan(v) else round(float(v), 2) for v in err[:, p]] for p in (0, 1)]
     mse = sc.mse_rows(frames[1:], real[1:])
@@ -251,8 +253,8 @@ def atomic_write(path: Path, text: str | bytes) -> None:
 
 
 def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, loaded=None, resume: bool = False,
-                max_cases: int | None = None, videos: int = 2, lpips_net=None, device: str = "cpu",
-                on_case=None) -> dict:
+                max_cases: int | None = None, scenarios: set[str] | None = None, videos: int = 2, lpips_net=None,
+                device: str = "cpu", on_case=None) -> dict:
     """Score every case of the suite for one variant (at most `max_cases` per scenario, and per player
     and action of single-action cases)."""
     vdir = out / "variants" / variant.slug
@@ -273,6 +275,8 @@ def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, load
     seen: dict[str, int] = {}
     scored = skipped = 0
     for case in suite.cases():
+        if scenarios is not None and case.scenario not in scenarios:
+            continue
         bucket = case_bucket(case)
         seen[bucket] = seen.get(bucket, 0) + 1
         if max_cases is not None and seen[bucket] > max_cases:
@@ -302,20 +306,32 @@ def case_bucket(case: Case) -> str:
     return f"{case.scenario}/P{case.actor} {case.label}" if case.scenario == "single-action" else case.scenario
 
 
-def cases_to_score(suite: Suite, max_cases: int | None) -> int:
-    buckets = suite.meta["buckets"]
+def cases_to_score(suite: Suite, max_cases: int | None, scenarios: set[str] | None = None) -> int:
+    buckets = {k: b for k, b in suite.meta["buckets"].items() if scenarios is None or k.split("/")[0] in scenarios}
     return sum(b["kept"] if max_cases is None else min(max_cases, b["kept"]) for b in buckets.values())
 
 
+def parse_scenarios(text: str | None) -> set[str] | None:
+    """`static,long` -> {"static", "long"} (None: every scenario); unknown names are refused."""
+    if not text:
+        return None
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    bad = sorted(names - set(SCENARIOS))
+    if bad:
+        raise BenchmarkError(f"--scenarios {','.join(bad)}: valid scenarios are {', '.join(SCENARIOS)}")
+    return names
+
+
 def write_side_by_side(path: Path, real: np.ndarray, frames: np.ndarray, case: Case, fps: int) -> None:
-    """emulator | generated, 3x, both players' key HUD under them (annotate/hud.py), browser-playable."""
-    from wantofight.annotate.hud import render_hud
+    """emulator | generated, 3x, titled, both players' key HUD under them (annotate/hud.py), browser-playable."""
+    from wantofight.annotate.hud import add_titles, render_hud
     from wantofight.annotate.inspect_clip import write_mp4
 
     gap = np.full((len(real), real.shape[1], 2, 3), 255, np.uint8)
     both = np.concatenate([real, gap, frames], axis=2)
     both = np.repeat(np.repeat(both, 3, axis=1), 3, axis=2)
-    hud = render_hud(both, case.keys[:, 0], case.keys[:, 1], start_index=0, scale=2)
+    hud = render_hud(both, case.keys[:, 0], case.keys[:, 1], start_index=0, scale=2, episode_rows=False)
+    hud = add_titles(hud, [(0, "EMULATOR"), ((real.shape[2] + 2) * 3 * 2, "GENERATED")], scale=2)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}")
     write_mp4(tmp, [hud], fps)
@@ -323,8 +339,9 @@ def write_side_by_side(path: Path, real: np.ndarray, frames: np.ndarray, case: C
 
 
 def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Variant], out: Path, *,
-                  resume: bool = False, max_cases: int | None = None, videos: int = 2, device: str = "cpu",
-                  lpips_backbone=None, lpips: bool = True, on_case=None, log=None) -> dict:
+                  resume: bool = False, max_cases: int | None = None, scenarios: set[str] | None = None,
+                  videos: int = 2, device: str = "cpu", lpips_backbone=None, lpips: bool = True, on_case=None,
+                  log=None) -> dict:
     """Score each variant into REPORT_DIR and write report.json and index.html."""
     from wantofight.benchmark.report import write_report
     from wantofight.train.evaluate import lpips_metric
@@ -344,7 +361,7 @@ def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Va
             model = loaded[variant.checkpoint]
         log(f"scoring {variant.name}")
         summary.append(run_variant(suite, probe, variant, out, loaded=model, resume=resume, max_cases=max_cases,
-                                   videos=videos, lpips_net=net, device=device, on_case=on_case))
+                                   scenarios=scenarios, videos=videos, lpips_net=net, device=device, on_case=on_case))
     report = write_report(out, lpips_backend=backend)
     return {"runs": summary, "report": report}
 

@@ -23,7 +23,8 @@ from wantofight.annotate.rules import rules_for
 from wantofight.benchmark import scoring as sc
 from wantofight.benchmark.labels import STATE_CLASSES, LabelError, fields_for, screen_truth
 from wantofight.benchmark.probe import ProbeConfig, ProbeError, eval_probe, load_probe, train_probe
-from wantofight.benchmark.run import BenchmarkError, Variant, cases_to_score, plan_variants, run_benchmark
+from wantofight.benchmark.run import (BenchmarkError, Variant, cases_to_score, parse_scenarios, plan_variants,
+                                      run_benchmark)
 from wantofight.benchmark.scenarios import IDENTITY, MineOptions
 from wantofight.benchmark.suite import Suite, SuiteError, build_suite
 from wantofight.cli import app
@@ -99,6 +100,17 @@ def test_binding_is_true_for_the_right_fighters_false_when_swapped_and_on_a_tie(
     result = sc.binding(alike, sig, 2)
     assert result["own"] == result["swapped"] and not result["bound"]
     assert sc.informative(truth, 2, len(STATE_CLASSES)) >= sc.INFORMATIVE_MARGIN
+
+
+def test_a_fighter_is_found_only_where_the_probe_is_sure_of_its_place():
+    from wantofight.benchmark.probe_net import read_fields
+
+    sure = torch.full((1, 2, 128), -20.0)
+    sure[..., 50] = 20.0
+    flat = torch.zeros(1, 2, 128)
+    logits = {f.name: torch.zeros(1, 2, f.classes) for f in FIELDS}
+    assert read_fields({**logits, "x": sure, "y": sure[..., :120]}, FIELDS)["found"].tolist() == [[1.0, 1.0]]
+    assert read_fields({**logits, "x": flat, "y": sure[..., :120]}, FIELDS)["found"].tolist() == [[0.0, 0.0]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +262,7 @@ def test_wtf_benchmark_runs_a_checkpoint_its_ablations_and_the_baselines(report_
                 assert v["scenarios"][s]["binding"] is not None
     ckpt = report["variants"][2]
     assert ckpt["speed"]["ms_per_chunk"] > 0 and ckpt["speed"]["frames_per_s"] > 0
+    assert all(0 <= v["scenarios"]["long"]["found"] <= 1 for v in report["variants"])
     assert ckpt["variant"]["checkpoint_digest"] and report["suite_digest"] == suite.digest
     assert report["variants"][0]["speed"]["ms_per_chunk"] is None
     assert report["follow_vs_emulator"]["emulator"]["all"] == pytest.approx(1.0)
@@ -334,6 +347,8 @@ def test_mismatched_inputs_are_named(suite_dir, probe_dir, checkpoint, runs, tmp
                       lpips=False)
     with pytest.raises(BenchmarkError, match="valid key modes are real, zero, swap-players"):
         plan_variants(checkpoint, keys=["mirror"])
+    with pytest.raises(BenchmarkError, match="--scenarios fight: valid scenarios are single-action"):
+        parse_scenarios("static,fight")
     result = CliRunner().invoke(app, ["benchmark", "run", str(tmp_path), "--probe", str(probe_dir), "--out",
                                       str(tmp_path / "r3")])
     assert result.exit_code == 2 and "is not a benchmark suite" in result.output
