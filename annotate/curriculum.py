@@ -87,6 +87,11 @@ class EpisodePlan:
     event_counts: dict = field(default_factory=dict)
     not_computed: list = field(default_factory=list)
     skipped: str | None = None
+    recording: str = ""
+    """Digest of what the emulator was given (game, ROM, start state, fps, length, both players' keys):
+    two episodes with the same one are the same recording, whatever policy or seed produced them."""
+    duplicate_of: str | None = None
+    """The path of the earlier input episode this one duplicates (it is then not used)."""
 
 
 def plan_episode(path: str, run: str, options: BuildOptions) -> EpisodePlan:
@@ -107,6 +112,8 @@ def plan_episode(path: str, run: str, options: BuildOptions) -> EpisodePlan:
         return plan
     identity = episode.identity()
     plan.uid = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    given = {k: identity.get(k) for k in ("game", "rom_sha1", "start_state", "fps", "frame_count", "keys_sha1")}
+    plan.recording = hashlib.sha1(json.dumps(given, sort_keys=True).encode()).hexdigest()[:16]
     policies = [v.get("spec", "") for _, v in sorted(episode.meta.get("policies", {}).items())]
     match_play = not any(spec in cl.MATCH_PLAY_EXCLUDED for spec in policies)
     frames = {name: annotation.frames.column(name).to_numpy(zero_copy_only=False)
@@ -180,6 +187,7 @@ def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, wor
     duplicates = len(good) - len({ep.uid for ep in good})
     if duplicates:
         raise BuildError(f"{duplicates} episode(s) appear twice among the inputs (same recording given twice?)")
+    good = drop_duplicate_recordings(good, warn)
 
     # Split within each source run, so every run (e.g. a one-episode drill run) reaches train.
     by_run: dict[Path, list[str]] = {}
@@ -214,6 +222,22 @@ def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, wor
     write_manifest(out, manifest)
     shutil.rmtree(parts_dir, ignore_errors=True)
     return manifest
+
+
+def drop_duplicate_recordings(episodes: list[EpisodePlan], warn) -> list[EpisodePlan]:
+    """The episodes without exact duplicates: the emulator is deterministic, so the same start state and
+    keys give the same frames (a key-file run of several episodes, a deterministic policy pair). The
+    first in input order is kept; each later one is marked `duplicate_of` it and named in a note."""
+    first: dict[str, EpisodePlan] = {}
+    kept = []
+    for ep in episodes:
+        same = first.setdefault(ep.recording, ep)
+        if same is ep:
+            kept.append(ep)
+        else:
+            ep.duplicate_of = same.path
+            warn(f"skipping episode {ep.path}: the same start state and keys as {same.path} (an exact duplicate)")
+    return kept
 
 
 def cut_safely(path: Path, plans, info, ram_names, parts_dir) -> dict | str:

@@ -50,6 +50,7 @@ def build_manifest(run_dirs, episodes, good, splits, selected, shards, coverage,
         "episodes": {
             "used": len(good),
             "skipped": [{"path": ep.path, "reason": ep.skipped} for ep in episodes if ep.skipped],
+            "duplicates": [{"path": ep.path, "same_as": ep.duplicate_of} for ep in episodes if ep.duplicate_of],
             "split": {split: sorted(f"{ep.run}/{ep.episode_id}" for ep in good if splits[ep.uid] == split)
                       for split in ("train", "val")},
         },

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, typed_options
+from wantofight.cli_util import console, fail, stopped, typed_options, warn
 
 
 def collect_command(
@@ -38,7 +38,7 @@ def collect_command(
             game=game, state=state, policy=policy, p2_policy=p2_policy, episodes=episodes,
             max_frames=max_frames, fps=fps, seed=seed, deterministic=deterministic,
         )
-        results = collect(settings, out, workers=workers, resume=resume, given=given, progress=progress)
+        results = collect(settings, out, workers=workers, resume=resume, given=given, progress=progress, warn=warn)
     except CollectError as err:
         fail(str(err))
     except KeyboardInterrupt:

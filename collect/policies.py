@@ -56,6 +56,10 @@ class PlayerContext:
 
 class Policy(Protocol):
     spec: str
+    variation: str
+    """How its episodes differ (read after `reset`): `seed` (its own seeded choices), `start` (it plays
+    the same way from the same situation; it takes a seeded start delay, `with_start_delays`), `none`
+    (the same input every episode: idle, a key file replayed as written)."""
 
     def reset(self, ctx: PlayerContext) -> None: ...
 
@@ -116,6 +120,7 @@ def require_ram(ctx: PlayerContext, spec: str, names: tuple[str, ...]) -> None:
 
 class Idle:
     spec = "idle"
+    variation = "none"
 
     def reset(self, ctx: PlayerContext) -> None:
         pass
@@ -131,6 +136,7 @@ class RandomButtons:
     """Random button combinations held for random durations (not per-frame coin flips)."""
 
     spec = "random"
+    variation = "seed"
     max_hold = 30
     """Longest hold, in recorded frames."""
 
@@ -158,6 +164,7 @@ class Mash:
     jumping or crouching now and then. Aggressive, unskilled play (what an untrained agent does)."""
 
     spec = "mash"
+    variation = "seed"
     needs = ("p1_x", "p2_x")
 
     def reset(self, ctx: PlayerContext) -> None:
@@ -180,6 +187,8 @@ class Mash:
 
 class KeysFromFile:
     """Plays one player's column of a key file; the episode ends with the file."""
+
+    variation = "none"  # replayed exactly as written, in every episode
 
     def __init__(self, path: str):
         self.spec = f"keys:{path}"
@@ -253,6 +262,7 @@ class Drill:
     """
 
     spec = "drill"
+    variation = "seed"
     settle = 6
     close = 40
     approach = 8
@@ -317,6 +327,73 @@ class Drill:
 
     def finished(self, t: int) -> bool:
         return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Start variation: episodes of deterministic players differ
+
+
+START_DELAY_ROWS = 15
+"""A delayed player waits 0..START_DELAY_ROWS fighting rows (half a second at 30 fps), drawn per player."""
+
+
+class StartDelay:
+    """Holds no keys for the first `rows` decisions of the fighting phase (from row 1 where the game
+    has no `phase`), then plays `policy`. Row 0 keeps no keys and the policy's own decisions start
+    later, so the recording's alignment is untouched and replay verifies it like any other."""
+
+    def __init__(self, policy: Policy, rows: int, fighting_phase: int | None):
+        self.policy, self.rows, self.fighting = policy, rows, fighting_phase
+        self.spec, self.variation = policy.spec, "seed"
+        self.left = rows
+
+    def reset(self, ctx: PlayerContext) -> None:
+        self.policy.reset(ctx)
+        self.left = self.rows
+
+    def act(self, ram: dict[str, int], t: int) -> int:
+        if self.left > 0:
+            if self.fighting is None or ram.get("phase") == self.fighting:
+                self.left -= 1
+            return 0
+        return self.policy.act(ram, t)
+
+    def finished(self, t: int) -> bool:
+        return self.policy.finished(t)
+
+    def describe(self) -> dict:
+        inner = self.policy.describe() if hasattr(self.policy, "describe") else {}
+        return {**inner, "start_delay_rows": self.rows}
+
+
+def variation(policy: Policy) -> str:
+    return getattr(policy, "variation", "seed")
+
+
+def with_start_delays(policies: list[Policy], seeds: tuple[int, ...], game: GameSpec) -> list[Policy]:
+    """When no player varies by its seed, each that plays the same from the same situation (a
+    deterministic learned agent) waits a seeded number of rows first, so a run's episodes differ.
+    Players that vary already, and key files (replayed as written), are left alone."""
+    if any(variation(p) == "seed" for p in policies):
+        return policies
+    fighting = game.info.get("phases", {}).get("fighting") if game.info else None
+    delayed = []
+    for policy, seed in zip(policies, seeds):
+        if variation(policy) == "start":
+            rows = int(np.random.default_rng([seed, 0x5747]).integers(0, START_DELAY_ROWS + 1))
+            policy = StartDelay(policy, rows, fighting)
+        delayed.append(policy)
+    return delayed
+
+
+def identical_episodes_note(policies: list[Policy], episodes: int) -> str | None:
+    """One line when every episode of a run will be the same (no player varies, none can be delayed)."""
+    if episodes < 2 or any(variation(p) != "none" for p in policies):
+        return None
+    names = " and ".join(dict.fromkeys(p.spec for p in policies))
+    return (f"the {episodes} episodes of this run will be identical: {names} give the same input in every "
+            "episode (a key file is replayed as written); record --episodes 1, or give a player a policy that "
+            "varies (random, mash, scripted, drill, ppo)")
 
 
 # ---------------------------------------------------------------------------------------------

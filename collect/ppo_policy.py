@@ -135,6 +135,8 @@ class PpoPolicy:
     def reset(self, ctx: PlayerContext) -> None:
         require_ram(ctx, self.spec, ("p1_x", "p2_x", "p1_health", "p2_health", "phase"))
         self.rng, self.deterministic = ctx.rng, ctx.deterministic
+        # the most likely action from the same RAM is the same: only a seeded start tells episodes apart
+        self.variation = "start" if ctx.deterministic else "seed"
         index = int(ctx.rng.integers(len(self.checkpoints))) if len(self.checkpoints) > 1 else 0
         self.checkpoint = self.checkpoints[index]
         self.model = load_model(self.checkpoint)

@@ -21,7 +21,7 @@ from wantofight import __version__
 from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import GameSpec
 from wantofight.collect.keys import LAYOUT_VERSION
-from wantofight.collect.policies import PlayerContext, Policy, make_policy
+from wantofight.collect.policies import PlayerContext, Policy, make_policy, with_start_delays
 from wantofight.collect.scenario import DoneCondition
 
 EMULATOR_FPS = 60
@@ -125,6 +125,7 @@ class Recorder:
         for p, policy in enumerate(policies):
             policy.reset(PlayerContext(player=p, game=self.game, seed=seeds[p], episode_seed=job.seed,
                                        deterministic=self.config.deterministic))
+        policies = with_start_delays(policies, seeds[:self.game.players], self.game) + policies[self.game.players:]
 
         em, data = self.env.em, self.env.data
         em.set_state(self.start_state)

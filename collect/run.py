@@ -21,7 +21,7 @@ import numpy as np
 from wantofight import __version__
 from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import GameError, GameSpec, resolve_game
-from wantofight.collect.policies import PlayerContext, PolicyError, make_policy
+from wantofight.collect.policies import PlayerContext, PolicyError, identical_episodes_note, make_policy
 from wantofight.collect.recorder import RECORD_FPS, EpisodeJob, EpisodeResult, RecordConfig
 from wantofight.interrupts import workers_ignore_ctrl_c
 from wantofight.progress import Progress
@@ -68,19 +68,27 @@ def episode_id(index: int) -> str:
     return f"ep{index:06d}"
 
 
-def validate(settings: RunSettings) -> tuple[GameSpec, RecordConfig]:
-    """Check game, state and policies before anything is written."""
+def validate(settings: RunSettings, warn=None) -> tuple[GameSpec, RecordConfig]:
+    """Check game, state and policies before anything is written; `warn` hears (one line) when the
+    run's episodes cannot differ."""
     try:
         game = resolve_game(settings.game)
         state = game.resolve_state(settings.state)
     except GameError as err:
         raise CollectError(str(err)) from None
+    trial = []
     for player, spec in enumerate(settings.policies):
         try:
             # A trial reset checks the policy against the game (key file, RAM names it reads).
-            make_policy(spec).reset(PlayerContext(player=player, game=game, seed=0, episode_seed=0))
+            policy = make_policy(spec)
+            policy.reset(PlayerContext(player=player, game=game, seed=0, episode_seed=0,
+                                       deterministic=settings.deterministic))
+            trial.append(policy)
         except (PolicyError, ValueError) as err:
             raise CollectError(str(err)) from None
+    note = identical_episodes_note(trial[:game.players], settings.episodes)
+    if note is not None and warn is not None:
+        warn(note)
     config = RecordConfig(
         game=game.name, state=state, policies=settings.policies, fps=settings.fps, max_frames=settings.max_frames,
         deterministic=settings.deterministic,
@@ -181,13 +189,14 @@ def worker_main(game_name: str, config: RecordConfig, episodes_dir: str, jobs, e
 
 
 def collect(settings: RunSettings, out: Path, workers: int = 1, resume: bool = False, given: set[str] = frozenset(),
-            progress: bool = True) -> list[EpisodeResult]:
-    """Record a run; returns the episodes recorded by this call. Raises CollectError on bad input."""
+            progress: bool = True, warn=None) -> list[EpisodeResult]:
+    """Record a run; returns the episodes recorded by this call. Raises CollectError on bad input;
+    `warn` hears one line when the run's episodes cannot differ (key files, idle)."""
     if workers < 1:
         raise CollectError(f"--workers must be at least 1, got {workers}")
     validate(settings)
     settings = prepare_out(out, settings, resume, given)
-    game, config = validate(settings)
+    game, config = validate(settings, warn)
     jobs_list = pending_jobs(out, settings)
     if not jobs_list:
         return []

@@ -185,6 +185,27 @@ def test_ladder_records_the_checkpoint_each_episode_used(tmp_path, trained):
     assert len(set(used)) > 1  # drawn per episode with the episode rng
 
 
+def test_deterministic_ppo_pair_episodes_differ_by_a_seeded_start_and_replay(tmp_path, trained):
+    """`--deterministic` PPO vs itself took the same decisions in every episode (byte-identical matches):
+    now each player waits a seeded number of fighting rows first, recorded in meta.json, and the
+    episodes differ while keeping the alignment contract (row 0 has no keys; replay verifies)."""
+    final = trained / "final.zip"
+    run = collect(tmp_path / "det", "--policy", f"ppo:{final}", "--deterministic", "--state", "Fight",
+                  "--episodes", "4", "--max-frames", "90")
+    keys = [tuple(map(tuple, (t["p1_keys"], t["p2_keys"]))) for t in
+            (pq.read_table(e / "frames.parquet").to_pydict() for e in run)]
+    assert len(set(keys)) == 4, "episodes of a deterministic pair must differ"
+    delays = []
+    for episode, (p1, p2) in zip(run, keys):
+        meta = json.loads((episode / "meta.json").read_text())["policies"]
+        delays.append((meta["p1"]["start_delay_rows"], meta["p2"]["start_delay_rows"]))
+        assert p1[0] == p2[0] == 0
+        for player, delay in zip((p1, p2), delays[-1]):
+            assert not any(player[1:delay + 1])  # waits, then plays
+        assert verify_episode(episode).ok
+    assert len(set(delays)) == 4
+
+
 def write_corrupt(path: Path) -> Path:
     path.write_bytes(b"PK\x03\x04 this is not really a zip")
     return path

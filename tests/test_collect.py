@@ -134,6 +134,31 @@ def test_the_drill_holds_its_walk_in_instead_of_pulsing_it(recorded, fps):
         assert lengths and min(lengths) >= 2, f"P{player} key runs of one row: {lengths.count(1)} of {len(lengths)}"
 
 
+@pytest.mark.parametrize("policies, identical", [
+    (["--policy", "keys:{keys}"], True),
+    (["--policy", "idle"], True),
+    (["--policy", "keys:{keys}", "--p2-policy", "idle"], True),
+    (["--policy", "keys:{keys}", "--p2-policy", "random"], False),
+    (["--policy", "scripted"], False),
+])
+def test_a_run_whose_episodes_cannot_differ_says_so_in_one_line(tmp_path, policies, identical):
+    """Key files replay as written and idle never varies: two such players record the same episode
+    every time, and the run warns (once); a seeded player makes the episodes differ, without a warning."""
+    keys = tmp_path / "walk.keys"
+    keys.write_text("20 RIGHT LEFT\n4 A -\n")
+    args = [a.format(keys=keys) for a in policies]
+    result = runner.invoke(app, ["collect", *args, "--state", "Fight", "--max-frames", "40", "--out",
+                                 str(tmp_path / "run"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    first, second = (frames_table(e) for e in episodes(tmp_path / "run"))
+    assert (first == second) is identical
+    if identical:
+        assert len(warnings) == 1 and "identical" in warnings[0], result.output
+    else:
+        assert not warnings, result.output
+
+
 # ---------------------------------------------------------------------------------------------
 # Determinism, resume, crashes
 

@@ -267,3 +267,28 @@ def test_a_key_pulse_makes_no_action_clip(tmp_path):
     clips = sorted(rows(out), key=lambda c: c["start_frame"])
     assert [(c["tier"], c["p1_move"], c["p2_move"]) for c in clips] == [
         ("dual-action", "walk_forward", "walk_forward"), ("single-action", "light_punch", None)]
+
+
+def test_exact_duplicate_episodes_are_used_once_with_a_note(tmp_path):
+    """A key-file run of 2 episodes holds the same episode twice (same start state, same keys): the
+    build uses it once, says so, and lists the duplicate in the manifest."""
+    keyfile = tmp_path / "walk.keys"
+    keyfile.write_text("10 - -\n8 RIGHT LEFT\n10 - -\n2 A -\n30 - -\n")
+    runner = CliRunner()
+    for name, episodes in (("once", 1), ("twice", 2)):
+        result = runner.invoke(app, ["collect", "--policy", f"keys:{keyfile}", "--state", "Fight", "--fps", "60",
+                                     "--episodes", str(episodes), "--out", str(tmp_path / name), "--no-progress"])
+        assert result.exit_code == 0, result.output
+    built = {}
+    for name in ("once", "twice"):
+        out = tmp_path / f"ds-{name}"
+        result = runner.invoke(app, ["build-curriculum", str(tmp_path / name), "--out", str(out), "--tiers",
+                                     "single,dual", "--val-fraction", "0", "--no-progress"])
+        assert result.exit_code == 0, result.output
+        built[name] = (result.output, json.loads((out / "manifest.json").read_text()))
+    output, manifest = built["twice"]
+    assert "ep000001" in output and "same start state and keys as" in output and "ep000000" in output
+    assert manifest["episodes"]["used"] == 1
+    assert manifest["episodes"]["duplicates"] == [{"path": str(tmp_path / "twice" / "episodes" / "ep000001"),
+                                                   "same_as": str(tmp_path / "twice" / "episodes" / "ep000000")}]
+    assert manifest["counts"] == built["once"][1]["counts"] and manifest["clips"] == 2
