@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.annotate.inspect_clip import clip_view, png_bytes, read_clip, shard_files, write_mp4
+from wantofight.annotate.images import png_bytes
+from wantofight.annotate.inspect_clip import clip_view, read_clip, shard_files, write_mp4
 
 WEB_DIR = Path(__file__).parent / "web"
 WEB_FILES = ("index.html", "clip.html", "gallery.js", "gallery.css")

@@ -3,20 +3,19 @@
 Outputs, chosen by the file suffix:
 - `.mp4`: H.264 (yuv420p, plays in every browser and player), the clip's fps;
 - `.gif`: animated GIF (needs Pillow, which the `curate` extra's matplotlib brings);
-- `.png`: a contact sheet, every k-th frame with its HUD, in a grid (PNG written with zlib).
+- `.png`: a contact sheet, every k-th frame with its HUD, in a grid (PNG written by OpenCV).
 """
 
 from __future__ import annotations
 
 import os
-import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from wantofight.annotate.hud import hud_layout, render_hud
+from wantofight.annotate.images import write_png
 
 SUFFIXES = (".mp4", ".gif", ".png")
 CHUNK_FRAMES = 64
@@ -230,39 +229,6 @@ def write_gif(out: Path, chunks, fps: int) -> None:
     images = [Image.fromarray(rgb) for chunk in chunks for rgb in chunk]
     duration = max(20, round(1000 / fps / 10) * 10)  # GIF delays are in 1/100 s; browsers clamp below 20 ms
     images[0].save(out, save_all=True, append_images=images[1:], duration=duration, loop=0, optimize=False)
-
-
-def png_bytes(image: np.ndarray) -> bytes:
-    """(H, W, 3) uint8 → PNG bytes (8-bit RGB, zlib), no imaging library needed."""
-    image = np.ascontiguousarray(image, dtype=np.uint8)
-    h, w, _ = image.shape
-    raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), image.reshape(h, w * 3)], axis=1)  # filter 0 per row
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b"")
-
-
-def write_png(out: Path, image: np.ndarray) -> None:
-    Path(out).write_bytes(png_bytes(image))
-
-
-def read_png(data: bytes) -> np.ndarray:
-    """The inverse of `png_bytes` for its own output (8-bit RGB, filter 0): tests read sheets back."""
-    pos, idat, size = 8, b"", None
-    while pos < len(data):
-        length = struct.unpack(">I", data[pos:pos + 4])[0]
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            size = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    w, h = size
-    raw = np.frombuffer(zlib.decompress(idat), dtype=np.uint8).reshape(h, 1 + w * 3)
-    return raw[:, 1:].reshape(h, w, 3)
 
 
 def describe(view: ClipView, scale: int) -> str:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from test_curator_data import OPTIONS, busiest_clip, clip_rows, curator_dataset, popcount
 from wantofight.annotate import hud
 from wantofight.annotate.curriculum import BuildOptions, build_curriculum, read_exclude
-from wantofight.annotate.inspect_clip import read_png
+from wantofight.annotate.images import read_png
 from wantofight.annotate.video import decode_mp4
 from wantofight.cli import app
 

@@ -4,7 +4,7 @@
 
 Each cell replays a short script from a savestate (pads given as P1 keys / P2 keys, relative
 words toward/away) and crops the screen around the fighters. Labels use a tiny 3x5 font below;
-the PNG is written by `wtf inspect`'s own writer (zlib, no imaging library).
+the PNG is written by OpenCV (`annotate/images.py`, as `wtf inspect` writes its sheets).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def capture(env, state, script, writes):
 
 def main(out: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from wantofight.annotate.inspect_clip import write_png
+    from wantofight.annotate.images import upscale, write_png
     from wantofight.collect.emulator import make_env
 
     env = make_env("Duel-Nes", state="Start")
@@ -120,7 +120,7 @@ def main(out: Path) -> None:
         cx = (info["p1_x"] + info["p2_x"]) // 2 - 8   # image x = screen x - 8 (fceumm crops 8)
         x0 = int(np.clip(cx - 56, 0, obs.shape[1] - 112))
         crop = obs[CROP_Y[0]:CROP_Y[1], x0:x0 + 112]
-        crop = crop.repeat(SCALE, 0).repeat(SCALE, 1)
+        crop = upscale(crop, SCALE)
         cell = np.full((crop.shape[0] + 16, crop.shape[1], 3), 24, dtype=np.uint8)
         cell[16:] = crop
         text(cell, 4, 3, label, (255, 255, 255))
