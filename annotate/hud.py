@@ -1,20 +1,32 @@
-"""The key HUD: a clip's frames with both players' 16 key slots, action labels, the frame index and
-an event timeline drawn under them, in pure NumPy (no font files, no Pillow).
+"""The key HUD: a clip's frames with both players' 16 key slots, action labels, the frame counter and
+an event timeline drawn under them.
 
-`render_hud` is the library entry point; `wtf inspect`, `wtf browse` and the trainer's validation
-videos all call it. The panel under the frame, top to bottom (base pixels, before `scale`):
+`render_hud` is the library entry point; `wtf inspect`, `wtf browse`, the trainer's validation
+videos, `wtf generate --hud` and the benchmark's videos all call it. The panel under the frame, top to
+bottom (base pixels, before `scale`):
 
     P1 [UP][DN][LF][RT][A][B][C][D][X][Y][Z][L][R][ST][SE][MO]     key row, 11 px
        attack:punch                                                P1 action, 7 px
     P2 [..16 slots..]                                              key row, 11 px
        idle                                                        P2 action, 7 px
-    F 123  +45/161                                                 episode row and clip frame, 7 px
+    ROW 123  FRAME 45 OF 161                                       counter, 7 px
     HIT   ====      |                                              one 6 px lane per event type,
     BLOCK      ==   |                                              the cursor marks the current frame
+
+The counter: `ROW` is the episode row (as in frames.parquet), `FRAME t OF N` the frame's place in the
+clip or video, from 0; a video with no recording behind it shows only `FRAME t OF N`. `add_titles`
+puts a strip above a video naming its panels (`EMULATOR`, `GENERATED`).
 
 A slot is lit in its player's colour while held; a slot pressed on this row (a new press) gets a
 white border; a new press on a row whose `pN_effective` is false is drawn dimmed with a grey border
 (the game could not act on it: an attack's recovery, hitstun, knockdown, ...).
+
+Text is a 3×5 bitmap font of our own, kept over OpenCV's `putText` (bench/opencv.py): at the 5 px cap
+height the panel has, putText draws antialiased grey letters that run together (the colon of `ATTACK:`
+and the gaps between words vanish, and it is wider), and a pixel font stays two colours through the
+upscale and the video codec. putText is faster, but text is a small part of a HUD's time. Upscaling is
+OpenCV's nearest-neighbour resize (`images.upscale`); cells stay NumPy slices over all frames at once
+(`cv2.rectangle` works a frame at a time, and was slower).
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wantofight.annotate.images import upscale
 from wantofight.collect.keys import SLOTS
 
 # ---------------------------------------------------------------------------------------------
@@ -49,6 +62,8 @@ FONT: dict[str, np.ndarray] = {
 }
 assert all(glyph.shape == (5, 3) for glyph in FONT.values())
 GLYPH_W, GLYPH_H, ADVANCE = 3, 5, 4
+_INK = {char: np.nonzero(glyph) for char, glyph in FONT.items()}
+"""(rows, columns) of each glyph's ink."""
 
 
 def text_width(text: str) -> int:
@@ -57,17 +72,14 @@ def text_width(text: str) -> int:
 
 def draw_text(image: np.ndarray, y: int, x: int, text: str, color) -> None:
     """Stamp `text` (3×5 glyphs, 1 px spacing) into an (H, W, 3) or (T, H, W, 3) image, clipped."""
+    if not text:
+        return
     h, w = image.shape[-3], image.shape[-2]
-    color = np.asarray(color, dtype=np.uint8)
-    for i, char in enumerate(text.upper()):
-        glyph = FONT.get(char, FONT["?"])
-        x0 = x + i * ADVANCE
-        if x0 >= w:
-            break
-        ys, xs = np.nonzero(glyph)
-        ys, xs = ys + y, xs + x0
-        keep = (ys >= 0) & (ys < h) & (xs >= 0) & (xs < w)
-        image[..., ys[keep], xs[keep], :] = color
+    glyphs = [_INK.get(char, _INK["?"]) for char in text.upper()]
+    ys = np.concatenate([rows for rows, _ in glyphs]) + y
+    xs = np.concatenate([cols + i * ADVANCE for i, (_, cols) in enumerate(glyphs)]) + x
+    keep = (ys >= 0) & (ys < h) & (xs >= 0) & (xs < w)
+    image[..., ys[keep], xs[keep], :] = np.asarray(color, dtype=np.uint8)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,6 +110,8 @@ EVENT_COLORS = {
     "idle": (90, 90, 110), "non_gameplay": (90, 90, 90),
 }  # fmt: skip
 CURSOR = (255, 255, 255)
+SEPARATOR = (110, 110, 120)
+"""The line between panels shown side by side."""
 
 CELL_W, CELL_H, CELL_GAP = 13, 11, 1
 KEY_X0 = 10
@@ -106,6 +120,10 @@ LINE_H = 7
 LANE_H = 6
 LANE_X0 = 6 * ADVANCE
 """Timeline bars start after the 5-character lane label."""
+TITLE_H, TITLE_Y = 10, 3
+"""Height of `add_titles`' strip and the top of its text (base pixels; even, for yuv420p encoders)."""
+PANEL_GAP = 2
+"""Base pixels between two HUD videos placed side by side (`side_by_side`)."""
 
 
 def dim(color) -> tuple[int, int, int]:
@@ -183,7 +201,7 @@ def hud_layout(height: int, width: int, scale: int = 2) -> HudLayout:
 
 def render_hud(frames, p1_keys, p2_keys, p1_effective=None, p2_effective=None, labels=None, events=None,
                start_index: int = 0, scale: int = 2, p1_pressed=None, p2_pressed=None,
-               timeline_span: tuple[int, int] | None = None) -> np.ndarray:
+               timeline_span: tuple[int, int] | None = None, episode_rows: bool = True) -> np.ndarray:
     """Draw the key HUD under every frame.
 
     frames:        (T, H, W, 3) uint8 RGB.
@@ -199,8 +217,10 @@ def render_hud(frames, p1_keys, p2_keys, p1_effective=None, p2_effective=None, l
     scale:         integer nearest-neighbour upscale of the whole canvas.
     p1_pressed, p2_pressed: T uint16 masks of new presses; default: derived from the keys with no
                    keys before frames[0].
-    timeline_span: (first row, row count) the timeline strip and the `+t/N` counter cover; default
-                   `(start_index, T)`. Rendering a long view in chunks passes the whole view's span.
+    timeline_span: (first row, row count) the timeline strip and the `FRAME t OF N` counter cover;
+                   default `(start_index, T)`. Rendering a long view in chunks passes the whole view's span.
+    episode_rows:  whether `start_index` numbers episode rows, shown as `ROW r`; False for videos with no
+                   recording behind them (validation, generation), which show only `FRAME t OF N`.
     Returns (T, H', W', 3) uint8 with (H', W') = `hud_layout(H, W, scale).output_shape`.
     """
     frames = np.asarray(frames)
@@ -233,12 +253,38 @@ def render_hud(frames, p1_keys, p2_keys, p1_effective=None, p2_effective=None, l
                 draw_text(image, layout.action_y[p], KEY_X0, str(label), PLAYER_COLORS[p])
         active = _active_events(events, start_index + t)
         offset = start_index + t - first
-        draw_text(image, layout.index_y, 2, f"F {start_index + t}  +{offset}/{span} {active}", TEXT)
+        row = f"ROW {start_index + t}  " if episode_rows else ""
+        draw_text(image, layout.index_y, 2, f"{row}FRAME {offset} OF {span} {active}", TEXT)
         x = LANE_X0 + _lane_x(offset, span, layout)
         image[layout.timeline_y:layout.timeline_y + len(EVENT_LANES) * LANE_H, x] = CURSOR
-    if scale > 1:
-        canvas = canvas.repeat(scale, axis=1).repeat(scale, axis=2)  # (T, H'·s, W'·s, 3)
-    return canvas
+    return upscale(canvas, scale)  # (T, H'·s, W'·s, 3)
+
+
+def add_titles(video: np.ndarray, titles, scale: int = 2) -> np.ndarray:
+    """(T, H, W, 3) uint8 -> (T, TITLE_H·scale + H, W, 3): a strip above the frames naming each panel.
+
+    titles: (x, text) pairs, x the output pixel column where a panel starts (a multiple of `scale`).
+    """
+    video = np.asarray(video)
+    t_len, _, w, _ = video.shape
+    strip = np.empty((TITLE_H, -(-w // scale), 3), dtype=np.uint8)
+    strip[:] = BACKGROUND
+    for x, text in titles:
+        draw_text(strip, TITLE_Y, x // scale + 2, text, TEXT)
+    strip = upscale(strip, scale)[:, :w]  # (TITLE_H·s, W, 3)
+    return np.concatenate([np.broadcast_to(strip, (t_len, *strip.shape)), video], axis=1)
+
+
+def side_by_side(panels, scale: int = 2) -> np.ndarray:
+    """[(title, (T, H, W_i, 3) uint8), ...] -> one video, PANEL_GAP·scale px apart, each panel titled."""
+    gap = np.full((len(panels[0][1]), panels[0][1].shape[1], PANEL_GAP * scale, 3), SEPARATOR, dtype=np.uint8)
+    parts, titles, x = [], [], 0
+    for title, video in panels:
+        parts += [gap, video] if parts else [video]
+        x += gap.shape[2] if titles else 0
+        titles.append((x, title))
+        x += video.shape[2]
+    return add_titles(np.concatenate(parts, axis=2), titles, scale)
 
 
 def _masks(values, t_len: int, name: str) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from hud_helpers import index_line
 from test_curator_data import OPTIONS, busiest_clip, clip_rows, curator_dataset, popcount
 from wantofight.annotate import hud
 from wantofight.annotate.curriculum import BuildOptions, build_curriculum, read_exclude
@@ -94,6 +95,19 @@ def test_hud_ineffective_presses_and_derived_edges_on_synthetic_keys():
     assert tuple(out[2, y0, x0]) == hud.PLAYER_COLORS[1]  # still held next frame: lit, not dimmed
     with pytest.raises(ValueError, match="one mask per frame"):
         hud.render_hud(frames, keys1[:3], keys2)
+
+
+def test_hud_counter_says_what_its_numbers_are():
+    frames = np.zeros((4, 32, 40, 3), dtype=np.uint8)
+    layout = hud.hud_layout(32, 40, 2)
+    # A clip cut from an episode: its episode row, then its place in the clip.
+    clip = hud.render_hud(frames, [0] * 4, [0] * 4, start_index=300, scale=2)
+    assert [index_line(f, layout) for f in clip] == [f"ROW {300 + t}  FRAME {t} OF 4" for t in range(4)]
+    # A video with no recording behind it (validation, generation, benchmark): one number, counted over
+    # the whole video even when it is rendered a chunk at a time.
+    chunk = hud.render_hud(frames, [0] * 4, [0] * 4, start_index=8, scale=2, timeline_span=(0, 12),
+                           episode_rows=False)
+    assert [index_line(f, layout) for f in chunk] == [f"FRAME {8 + t} OF 12" for t in range(4)]
 
 
 # ---------------------------------------------------------------------------------------------

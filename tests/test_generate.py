@@ -9,7 +9,9 @@ import torch
 import typer
 from typer.testing import CliRunner
 
+from hud_helpers import index_line, title
 from model_helpers import one_torch_thread, tiny_model  # noqa: F401
+from wantofight.annotate import hud as hud_lib
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
 from wantofight.train import generate_cli
@@ -57,6 +59,11 @@ def test_generate_writes_one_frame_per_key_file_row_with_the_hud(files, tmp_path
     assert result.exit_code == 0, result.output
     hud = read_frames(tmp_path / "hud.mp4")
     assert hud.shape[0] == 21 and hud.shape[1] > 128  # 2x scale plus the key panel
+    # Named: row 0 is the prompt (through the VAE), the rest generated; one counter over the whole video.
+    assert [title(frame) for frame in hud] == ["PROMPT"] + ["GENERATED"] * 20
+    layout = hud_lib.hud_layout(64, 64, 2)
+    below_title = hud[:, hud_lib.TITLE_H * 2:]
+    assert [index_line(frame, layout) for frame in below_title] == [f"FRAME {t} OF 21" for t in range(21)]
 
 
 def test_a_clip_prompt_covers_its_own_rows(files, tmp_path):

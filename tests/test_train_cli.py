@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from hud_helpers import index_line, title
+from wantofight.annotate import hud
 from wantofight.annotate.curriculum import BuildOptions, build_curriculum
 from wantofight.cli import app
 from wantofight.train import checkpoint as ckpt
@@ -47,6 +49,12 @@ def test_cli_trains_20_steps_from_clips_and_writes_checkpoints_metrics_and_a_hud
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     assert len(frames) == 9
     assert frames[0].shape[1] > 2 * 64  # real | generated, each with its key HUD, side by side
+    layout = hud.hud_layout(64, 64, 2)
+    right = layout.output_shape[1] + hud.PANEL_GAP * 2
+    assert {(title(f), title(f, right)) for f in frames} == {("EMULATOR", "GENERATED")}
+    for x in (0, right):
+        lines = [index_line(f[hud.TITLE_H * 2:, x:x + layout.output_shape[1]], layout) for f in frames]
+        assert lines == [f"FRAME {t} OF 9" for t in range(9)]
 
     again = CliRunner().invoke(app, ["train", "stage1", "--preset", "tiny", "--data", str(dataset), "--out",
                                      str(run), "--max-steps", "22", "--resume", *FAST])

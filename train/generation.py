@@ -306,11 +306,14 @@ class Mp4Writer:
         self.tmp.unlink(missing_ok=True)
 
 
-def draw_hud(frames: np.ndarray, masks: np.ndarray, start_row: int) -> np.ndarray:
-    """The key HUD of `wtf inspect` under each frame (annotate/hud.py), rows numbered from `start_row`."""
-    from wantofight.annotate.hud import render_hud
+def draw_hud(frames: np.ndarray, masks: np.ndarray, start_row: int, total: int, title: str) -> np.ndarray:
+    """The key HUD of `wtf inspect` under each frame (annotate/hud.py) and `title` above: a chunk of
+    rows start_row.. of a `total`-row video, counted over the whole video."""
+    from wantofight.annotate.hud import add_titles, render_hud
 
-    return render_hud(frames, masks[:, 0], masks[:, 1], start_index=start_row, scale=2)
+    video = render_hud(frames, masks[:, 0], masks[:, 1], start_index=start_row, scale=2,
+                       timeline_span=(0, total), episode_rows=False)
+    return add_titles(video, [(0, title)], scale=2)
 
 
 def generate_video(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarray, refs: torch.Tensor,
@@ -326,8 +329,10 @@ def generate_video(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndar
             if i > 0:
                 result.chunk_seconds.append(time.perf_counter() - t0)
                 result.chunks += 1
-            writer.write(draw_hud(frames, rows, result.frames) if hud else frames)
-            result.frames += len(frames)
+            if hud:  # the first part is the prompt, through the VAE; the rest is the model's
+                frames = draw_hud(frames, rows, result.frames, len(masks), "GENERATED" if i else "PROMPT")
+            writer.write(frames)
+            result.frames += len(rows)
             t0 = time.perf_counter()
     except BaseException:
         writer.discard()

@@ -1,8 +1,8 @@
 """Validation: loss per tier on fixed val windows and noise, and a generated clip with the key HUD.
 
 The video (RUN_DIR/val/step_XXXXXXXX.mp4) shows the real clip on the left and the generated one on
-the right, both from the same first frame and under the same keys, with each player's keys drawn
-under the picture, so a person can see whether the keys drive the right fighter.
+the right, titled EMULATOR | GENERATED, both from the same first frame and under the same keys, with
+each player's keys drawn under the picture, so a person can see whether the keys drive the right fighter.
 """
 
 from __future__ import annotations
@@ -63,13 +63,15 @@ def validation_video(trainer, dataset, path: Path) -> Path:
     vae = trainer.get_vae()
     with trainer.autocast():
         if "frames" in batch:  # clips: show the real frames themselves, not a VAE reconstruction
+            real_title = "EMULATOR"
             real = to_uint8(batch["frames"][0, :frames].transpose(0, 1).float())
             fake = to_uint8(vae.decode(generated.float()).float()[0, :, :frames])
         else:
+            real_title = "EMULATOR (VAE)"  # a latent cache holds no pixels: its latents decoded
             pixels = vae.decode(torch.cat([batch["latents"][:, :, :F], generated]).float()).float()  # (2, 3, T, H, W)
             real, fake = (to_uint8(p) for p in pixels[:, :, :frames])
     keys = batch["keys"][0, :frames].cpu().numpy() > 0.5  # (T, P, 16)
-    video = np.concatenate([hud(real, keys), hud(fake, keys)], axis=2)  # side by side
+    video = side_by_side([(real_title, hud(real, keys)), ("GENERATED", hud(fake, keys))])
     if trainer.dist.is_main:
         write_mp4(video, path, v.fps)
     return path
@@ -87,7 +89,16 @@ def hud(frames: np.ndarray, keys: np.ndarray) -> np.ndarray:
     except ImportError:
         return _simple_hud(frames, keys)
     masks = (keys.astype(np.int64) << np.arange(keys.shape[2])).sum(axis=2).astype(np.uint16)  # (T, P) bit i = slot i
-    return render_hud(frames, masks[:, 0], masks[:, 1], scale=2)
+    return render_hud(frames, masks[:, 0], masks[:, 1], scale=2, episode_rows=False)
+
+
+def side_by_side(panels: list[tuple[str, np.ndarray]]) -> np.ndarray:
+    """Titled panels next to each other (annotate/hud.py), or plainly joined without it."""
+    try:
+        from wantofight.annotate.hud import side_by_side as titled
+    except ImportError:
+        return np.concatenate([video for _, video in panels], axis=2)
+    return titled(panels, scale=2)
 
 
 def _simple_hud(frames: np.ndarray, keys: np.ndarray, cell: int = 4) -> np.ndarray:
