@@ -29,6 +29,8 @@ COLUMNS = (
     "events", "event_types",
 )  # fmt: skip
 LENGTH_BINS = (0, 8, 16, 32, 64, 96, 128, 161, 256, 512, 1024)
+"""Left edges of the clip-length histogram's bins, the same for every tier (161: the paper's window);
+the last bin is open (`1024+`)."""
 
 
 def dataset_stats(ds_dir: Path, progress=None) -> dict:
@@ -106,13 +108,16 @@ def dataset_stats(ds_dir: Path, progress=None) -> dict:
     }  # fmt: skip
 
 
+def length_bin_names() -> list[str]:
+    """`0-7`, `8-15`, ..., `1024+`: the names of LENGTH_BINS, in order."""
+    return [f"{a}-{b - 1}" for a, b in zip(LENGTH_BINS, LENGTH_BINS[1:])] + [f"{LENGTH_BINS[-1]}+"]
+
+
 def length_summary(values: list[int]) -> dict:
+    """min / median / max and a histogram over LENGTH_BINS (non-empty bins, in order)."""
     array = np.asarray(values)
-    edges = [b for b in LENGTH_BINS if b <= array.max()] + [int(array.max()) + 1]
-    counts, _ = np.histogram(array, bins=sorted(set(edges)))
-    edges = sorted(set(edges))
-    names = [f"{a}-{b - 1}" if b - 1 > a else f"{a}" for a, b in zip(edges, edges[1:])]
-    hist = {name: int(c) for name, c in zip(names, counts) if c}
+    counts = np.bincount(np.searchsorted(LENGTH_BINS, array, side="right") - 1, minlength=len(LENGTH_BINS))
+    hist = {name: int(c) for name, c in zip(length_bin_names(), counts) if c}
     return {"min": int(array.min()), "median": float(np.median(array)), "max": int(array.max()),
             "histogram": hist}  # fmt: skip
 
@@ -176,64 +181,72 @@ def print_stats(stats: dict, console) -> None:
 
 
 def write_plots(stats: dict, out_dir: Path) -> list[Path]:
-    """PNG bar charts (matplotlib, Agg) into out_dir; returns the files written."""
+    """PNG bar charts (matplotlib, Agg) into out_dir; returns the files written. Grouped bars stand side
+    by side, never over each other, and legends sit outside the axes, so no bar is hidden."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise ValueError("--plots needs matplotlib: pip install -e \".[curate]\"") from None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
 
+    def figure(width: float):
+        fig, ax = plt.subplots(figsize=(width, 4), layout="constrained")
+        return fig, ax
+
     def save(fig, name: str) -> None:
-        fig.tight_layout()
         path = out_dir / name
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
 
-    def bars(ax, groups: dict[str, dict], labels: list[str], title: str) -> None:
+    def bars(ax, groups: dict[str, dict], labels: list[str], title: str, rotation: int = 60) -> None:
         width = 0.8 / max(1, len(groups))
         x = np.arange(len(labels))
         for i, (name, values) in enumerate(groups.items()):
             ax.bar(x + i * width, [values.get(label, 0) for label in labels], width, label=name)
-        ax.set_xticks(x + width * (len(groups) - 1) / 2, labels, rotation=60, ha="right", fontsize=8)
+        ax.set_xticks(x + width * (len(groups) - 1) / 2, labels, rotation=rotation,
+                      ha="right" if rotation else "center", fontsize=8)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts
         ax.set_title(title)
-        if len(groups) > 1:
-            ax.legend()
+        if len(groups) > 1:  # beside the plot, where it cannot cover a bar
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0, fontsize=8)
 
     tiers = list(stats["tiers"])
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = figure(6)
     bars(ax, {s: {t: stats["tiers"][t][s] for t in tiers} for s in ("train", "val")}, tiers, "Clips per tier")
     save(fig, "tiers.png")
     if stats["single_action"]:
         moves = list(stats["single_action"])
-        fig, ax = plt.subplots(figsize=(max(6, len(moves) * 0.5), 4))
+        fig, ax = figure(max(6, len(moves) * 0.5))
         sides = {side: {m: stats["single_action"][m].get(side, 0) for m in moves} for side in ("left", "right")}
         bars(ax, sides, moves, "Single-action clips per move and side")
         save(fig, "moves.png")
     kinds = sorted(stats["events"])
     if kinds:
-        fig, ax = plt.subplots(figsize=(max(6, len(kinds) * 0.6), 4))
+        fig, ax = figure(max(6, len(kinds) * 0.6))
         bars(ax, {"distinct": stats["events"], "clips": stats["clips_with_event"]}, kinds, "Events per type")
         save(fig, "events.png")
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = figure(8)
     bars(ax, {p: {s: v["presses"] for s, v in stats["keys"][p].items()} for p in ("p1", "p2")}, list(SLOTS),
          "New key presses per slot")
     save(fig, "keys.png")
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for tier, s in stats["lengths"].items():
-        ax.bar(list(s["histogram"]), list(s["histogram"].values()), alpha=0.6, label=tier)
-    ax.set_title("Clip length (recorded frames)")
-    ax.tick_params(axis="x", rotation=45)
-    ax.legend()
+    used = {name for s in stats["lengths"].values() for name in s["histogram"]}
+    names = [name for name in length_bin_names() if name in used]  # numeric order, one set for every tier
+    fig, ax = figure(7)
+    bars(ax, {tier: s["histogram"] for tier, s in stats["lengths"].items()}, names,
+         "Clip length (recorded frames) per tier", rotation=0)
+    ax.set_xlabel("frames")
     save(fig, "lengths.png")
     pairs = stats["policies"]["pairs"]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = figure(6)
     ax.barh(list(pairs), list(pairs.values()))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("Clips per source policy (p1 vs p2)")
     save(fig, "policies.png")
     return written

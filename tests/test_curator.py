@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -215,6 +216,58 @@ def test_stats_json_counts_match_the_shards(dataset, tmp_path):
 
     table = invoke("stats", ds)
     assert table.exit_code == 0 and "Clips per tier" in table.output and "Effective presses" in table.output
+
+
+def bar_boxes(ax) -> list:
+    """Display-space boxes of the bars drawn in `ax` (empty bars draw nothing and are left out)."""
+    from matplotlib.patches import Rectangle
+
+    return [p.get_window_extent() for p in ax.patches
+            if isinstance(p, Rectangle) and p.get_height() and p.get_width()]
+
+
+def overlap(a, b) -> bool:
+    """Whether two display boxes share more than half a pixel each way (touching edges do not count)."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > 0.5 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0.5
+
+
+def bin_start(name: str) -> int:
+    return int(name.split("-")[0].rstrip("+"))
+
+
+def test_stats_plots_show_length_bins_in_order_side_by_side_and_no_legend_on_a_bar(dataset, tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from wantofight.annotate.stats import LENGTH_BINS, dataset_stats, write_plots
+
+    ds, _, _ = dataset
+    stats = dataset_stats(ds)
+    assert {bin_start(name) for s in stats["lengths"].values() for name in s["histogram"]} <= set(LENGTH_BINS)
+    figures = {}
+    save = Figure.savefig
+
+    def keep(fig, path, *args, **kwargs):  # the figures as written, with their final layout
+        save(fig, path, *args, **kwargs)
+        figures[Path(path).name] = fig
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    # The dataset's numbers, and tiers whose bars reach the top everywhere (no free corner for a legend).
+    full = {**stats, "tiers": {t: {"train": 40, "val": 40} for t in stats["tiers"]}}
+    for case, numbers in (("dataset", stats), ("full", full)):
+        figures.clear()
+        write_plots(numbers, tmp_path / case)
+        assert {"tiers.png", "moves.png", "events.png", "keys.png", "lengths.png", "policies.png"} <= set(figures)
+        for name, fig in figures.items():
+            for ax in fig.axes:
+                boxes = bar_boxes(ax)
+                legend = ax.get_legend()
+                if legend is not None:
+                    frame = legend.get_window_extent()
+                    assert not [b for b in boxes if overlap(b, frame)], f"{case} {name}: the legend covers a bar"
+                pairs = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a, b)]
+                assert not pairs, f"{case} {name}: {len(pairs)} pair(s) of bars drawn over each other"
+        labels = [t.get_text() for t in figures["lengths.png"].axes[0].get_xticklabels()]
+        assert labels and [bin_start(t) for t in labels] == sorted(bin_start(t) for t in labels), labels
 
 
 def test_query_prints_a_table_or_csv_and_rejects_bad_sql_in_one_line(dataset):
