@@ -16,8 +16,10 @@ so `--limit` renders the first N and `--lazy` (with `--serve`) renders each clip
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
 import threading
 from http import HTTPStatus
@@ -203,7 +205,33 @@ def make_server(out: Path, ds_dir: Path, port: int = 0, exclude: Path | None = N
 
         def end_headers(self):
             self.send_header("Cache-Control", "no-store")
+            self.send_header("Accept-Ranges", "bytes")
             super().end_headers()
+
+        def send_head(self):
+            """Files, and byte ranges of them: a browser seeks in a video only when ranges are served."""
+            match = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", "").strip())
+            path = Path(self.translate_path(self.path))
+            if match is None or match.groups() == ("", "") or not path.is_file():
+                return super().send_head()
+            data = path.read_bytes()
+            first, last = match.groups()
+            if first:
+                start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+            else:  # a suffix: the last N bytes
+                start, end = max(0, len(data) - int(last)), len(data) - 1
+            if start > end:
+                self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+            self.send_response(HTTPStatus.PARTIAL_CONTENT)
+            self.send_header("Content-Type", self.guess_type(str(path)))
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.send_header("Content-Length", str(end - start + 1))
+            self.end_headers()
+            return io.BytesIO(data[start:end + 1])
 
         def do_GET(self):
             path = self.path.split("?", 1)[0]

@@ -82,6 +82,19 @@ def test_gallery_filters_plays_and_flags(served, page, tmp_path):
     page.wait_for_function("(() => { const v = document.getElementById('video');"
                            " return v.readyState >= 2 && v.currentTime > 0.2; })()", timeout=20000)
     assert page.locator("#events tr").count() > 1 and page.locator("#labels tr").count() > 1
+    # The bottom of the picture is the HUD's event timeline: the player's controls sit under it, not on it.
+    assert page.eval_on_selector("#video", "v => v.controls") is False
+    video_box, bar_box = page.locator("#video").bounding_box(), page.locator("#controls").bounding_box()
+    assert bar_box["y"] >= video_box["y"] + video_box["height"] - 0.5
+    page.click("#play")
+    page.wait_for_function("document.getElementById('video').paused")
+    page.eval_on_selector("#seek", "s => { s.value = '3'; s.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("document.getElementById('frame').dataset.frame === '3'")
+    page.click("#step-next")
+    page.wait_for_function("document.getElementById('frame').dataset.frame === '4'")
+    page.click("#step-prev")
+    page.click("#step-prev")
+    page.wait_for_function("document.getElementById('frame').dataset.frame === '2'")
     page.screenshot(path=str(tmp_path / "clip.png"))
 
     page.fill("#reason", "HUD off by one")

@@ -331,6 +331,12 @@ def test_served_flags_round_trip_into_an_exclude_file_that_the_build_honours(dat
         # A lazily served clip is rendered on its first request.
         with urllib.request.urlopen(f"{base}/media/{flagged}.mp4") as response:
             assert decode_mp4(response.read()).shape[0] > 0
+        # Byte ranges, which a browser needs to seek in a video.
+        video = (out / "media" / f"{flagged}.mp4").read_bytes()
+        for asked, expected in (("bytes=10-19", video[10:20]), ("bytes=-5", video[-5:]), ("bytes=7-", video[7:])):
+            with urllib.request.urlopen(urllib.request.Request(f"{base}/media/{flagged}.mp4",
+                                                               headers={"Range": asked})) as response:
+                assert response.status == 206 and response.read() == expected, asked
         doc = {"version": 1, "clips": [{"clip_id": flagged, "reason": "sprite glitch"}]}
         request = urllib.request.Request(f"{base}/api/flags", json.dumps(doc).encode(), {"Content-Type": "application/json"})
         with urllib.request.urlopen(request) as response:

@@ -211,6 +211,42 @@ const WTF = (() => {
     });
     return out;
   }
+  // The clip page's player: controls under the picture (the bottom of the picture is the HUD's event
+  // timeline), frame by frame, frames counted from 0 like the HUD's "FRAME t OF N".
+  function player(video, frames, fps) {
+    const play = document.getElementById("play");
+    const seek = document.getElementById("seek");
+    const readout = document.getElementById("frame");
+    seek.max = String(Math.max(0, frames - 1));
+    const current = () => Math.min(frames - 1, Math.max(0, Math.floor(video.currentTime * fps() + 1e-3)));
+    const show = () => {
+      const f = current();
+      readout.dataset.frame = String(f);
+      readout.textContent = "frame " + f + " of " + frames;
+      seek.value = String(f);
+      play.textContent = video.paused ? "play" : "pause";
+    };
+    const go = (f) => {
+      video.pause();
+      video.currentTime = (Math.min(frames - 1, Math.max(0, f)) + 0.5) / fps();  // the middle of the frame
+    };
+    play.addEventListener("click", () => { if (video.paused) video.play().catch(() => {}); else video.pause(); });
+    document.getElementById("step-prev").addEventListener("click", () => go(current() - 1));
+    document.getElementById("step-next").addEventListener("click", () => go(current() + 1));
+    seek.addEventListener("input", () => go(parseInt(seek.value, 10)));
+    for (const name of ["timeupdate", "seeked", "play", "pause", "loadeddata"]) video.addEventListener(name, show);
+    if (video.requestVideoFrameCallback) {
+      const tick = () => { show(); video.requestVideoFrameCallback(tick); };
+      video.requestVideoFrameCallback(tick);
+    }
+    document.addEventListener("keydown", (e) => {
+      if (e.target.tagName === "INPUT" && e.target.type !== "range") return;
+      if (e.key === " ") { e.preventDefault(); play.click(); }
+      else if (e.key === "ArrowLeft") { e.preventDefault(); go(current() - 1); }
+      else if (e.key === "ArrowRight") { e.preventDefault(); go(current() + 1); }
+    });
+    show();
+  }
   async function clip() {
     await connect();
     showMode();
@@ -221,8 +257,10 @@ const WTF = (() => {
     if (row && hasMedia(row)) {
       video.poster = "media/" + id + ".png";
       video.src = "media/" + id + ".mp4";
+      player(video, field(row, "frames"), () => (window.WTF_CLIP ? window.WTF_CLIP.meta.fps : 30));
     } else {
       video.hidden = true;
+      document.getElementById("controls").hidden = true;
       document.getElementById("missing").hidden = false;
     }
     const reason = document.getElementById("reason");
