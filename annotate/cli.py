@@ -74,6 +74,10 @@ def build_curriculum_command(
     except KeyboardInterrupt:
         stopped(f"annotations and the clips of finished episodes are kept (in the runs and {out}/.parts-*); "
                 "run the same command again to continue from them")
+    if exclude is not None:  # also in manifest.json: dropped.excluded, dropped.exclude_ids_not_found
+        n, missing = manifest["dropped"]["excluded"], manifest["dropped"]["exclude_ids_not_found"]
+        console.print(f"excluded {n} clip{'' if n == 1 else 's'} listed in {exclude} ({missing} listed "
+                      f"id{'' if missing == 1 else 's'} not among this build's clips)", soft_wrap=True, highlight=False)
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     skipped = len(manifest["episodes"]["skipped"])
     console.print(f"wrote {manifest['clips']} clips (train/val: {counts}) from {manifest['episodes']['used']} "

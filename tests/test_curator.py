@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from hud_helpers import index_line
 from test_curator_data import OPTIONS, busiest_clip, clip_rows, curator_dataset, popcount
 from wantofight.annotate import hud
-from wantofight.annotate.curriculum import BuildOptions, build_curriculum, read_exclude
+from wantofight.annotate.curriculum import read_exclude
 from wantofight.annotate.images import read_png
 from wantofight.annotate.video import decode_mp4
 from wantofight.cli import app
@@ -350,9 +350,19 @@ def test_served_flags_round_trip_into_an_exclude_file_that_the_build_honours(dat
         server.shutdown()
         server.server_close()
     assert read_exclude(str(out / "exclude.json")) == {flagged: "sprite glitch"}
+    # The curator's file plus an id this build does not cut (a clip of another dataset, say).
+    exclude = tmp_path / "exclude.json"
+    doc = json.loads((out / "exclude.json").read_text())
+    doc["clips"].append({"clip_id": "0" * 20, "reason": "from another dataset"})
+    exclude.write_text(json.dumps(doc))
     rebuilt = tmp_path / "rebuilt"
-    options = BuildOptions(**{**OPTIONS.__dict__, "tiers": ("single-action",), "exclude": str(out / "exclude.json")})
-    manifest = build_curriculum(runs, rebuilt, options, workers=2, progress=False)
+    result = invoke("build-curriculum", *runs, "--out", rebuilt, "--tiers", "single", "--exclude", exclude,
+                    "--val-fraction", OPTIONS.val_fraction, "--seed", OPTIONS.seed, "--no-balance", "--workers", 2,
+                    "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert f"excluded 1 clip listed in {exclude} (1 listed id not among this build's clips)" in result.output
     left = {r["clip_id"] for r in clip_rows(rebuilt, ["clip_id"])}
     assert flagged not in left and left == set(singles) - {flagged}
-    assert manifest["dropped"]["excluded"] == 1
+    manifest = json.loads((rebuilt / "manifest.json").read_text())
+    assert (manifest["dropped"]["excluded"], manifest["dropped"]["exclude_ids_not_found"]) == (1, 1)
+    assert manifest["build_options"]["exclude"] == str(exclude)
