@@ -154,7 +154,7 @@ def bench_run(
     suite: Path = typer.Argument(..., help="Suite folder (wtf benchmark build --out)."),
     probe: Path = typer.Option(..., "--probe", help="Probe folder trained at the size the model generates."),
     out: Path = typer.Option(..., "--out", help="Report folder: report.json, index.html, per-case results, videos."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Trainer run or checkpoint folder to score."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Trainer run or checkpoint folder to score, or a shipped model's name (duel-tiny)."),
     model: List[str] = typer.Option([], "--model", help="checkpoint, emulator (the ceiling) or first-frame (the floor); repeatable. Default: the checkpoint, else both baselines."),
     keys: str = typer.Option("real", "--keys", help="Key modes for the checkpoint, comma-separated: real, zero, swap-players."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also score emulator and first-frame (reused when the folder has them)."),

@@ -83,6 +83,13 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
         raise BenchmarkError("--model checkpoint needs --checkpoint CKPT (a trainer run or checkpoint folder)")
     if checkpoint is not None and "checkpoint" not in models:
         models.append("checkpoint")
+    if checkpoint is not None and not Path(checkpoint).exists():  # a shipped model's name: its folder
+        from wantofight.train.generation import resolve_checkpoint
+
+        try:
+            checkpoint = resolve_checkpoint(checkpoint)
+        except FileNotFoundError as err:
+            raise BenchmarkError(str(err)) from None
     if keys != ["real"] and "checkpoint" not in models:
         raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint is given; the emulator and "
                              "first-frame baselines have no keys to change")

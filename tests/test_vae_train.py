@@ -209,3 +209,32 @@ def test_wtf_train_decoder_prunes_the_game_vae(ds_dir, vae_dir, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["pruned_parameters"] < report["full_parameters"]
+
+
+@pytest.mark.slow
+def test_a_shipped_model_loads_by_name_and_decodes_with_the_vae_it_carries(ds_dir, vae_dir, tmp_path, monkeypatch):
+    from wantofight.train import shipped
+    from wantofight.train.generation import load_generator, resolve_checkpoint
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "stage1", "--data", str(ds_dir), "--out", str(run), *STAGE1_FAST,
+                                      "--set", f"model.vae.pretrained={vae_dir}"])
+    assert result.exit_code == 0, result.output
+    root = tmp_path / "shipped"
+    folder = shipped.export_checkpoint(resolve_checkpoint(run), root / "duel-test")
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "ema.safetensors", "model.safetensors",
+                                                        "reference_encoder.safetensors", "vae"]
+    assert not list(root.glob(".*"))  # nothing half-written left beside it
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", root)
+    loaded = load_generator("duel-test")
+    assert loaded.config.vae.pretrained == str(folder / "vae")
+    assert same_weights(loaded.vae, WanVAE.from_pretrained(vae_dir))
+    original = load_generator(run)
+    assert all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(), original.model.state_dict().values()))
+    from wantofight.benchmark.run import BenchmarkError, plan_variants
+
+    assert plan_variants("duel-test", baselines=False)[0].checkpoint == str(folder)  # `wtf benchmark run` too
+    with pytest.raises(FileNotFoundError, match="shipped models: duel-test"):
+        load_generator("duel-nosuch")
+    with pytest.raises(BenchmarkError, match="shipped models: duel-test"):
+        plan_variants("duel-nosuch")

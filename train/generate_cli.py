@@ -24,7 +24,7 @@ from wantofight.cli_util import console, fail
 # ---------------------------------------------------------------------------------------------
 
 def generate_command(
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, or a model .safetensors file (with --preset)."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, a shipped model's name (duel-tiny), or a model .safetensors file (with --preset)."),
     first_frames: Path = typer.Option(..., "--first-frames", help="An image (the first frame) or a clip (its first 1 + 8 m frames are the prompt)."),
     keys: Path = typer.Option(..., "--keys", help="Key file (the `wtf collect --policy keys:` format): rows 1..N, one output frame each."),
     refs: str = typer.Option(..., "--refs", help="Reference images, one per player: P1.png,P2.png."),
@@ -61,7 +61,7 @@ def generate_command(
 # ---------------------------------------------------------------------------------------------
 
 def eval_command(
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, or a shipped model's name (duel-tiny)."),
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum)."),
     keys_dir: Optional[Path] = typer.Option(None, "--keys-dir", help="Also write each clip's key stream here as CLIP_ID.keys (replayable with wtf collect --policy keys:)."),
     split: str = typer.Option("val", "--split", help="train or val."),

@@ -1,6 +1,7 @@
 """Streaming generation from a checkpoint: the library behind `wtf generate` (and `wtf eval`).
 
-    loaded = load_generator("runs/s3")                       # a run folder, a checkpoint folder, or a
+    loaded = load_generator("runs/s3")                       # a run folder, a checkpoint folder, a shipped
+                                                              # model's name (duel-tiny, train/shipped.py), or a
                                                               # model .safetensors file + preset
     result = generate_video(loaded, first_frames, read_key_file("fight.keys"), refs, Path("out.mp4"), steps=4)
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -62,10 +63,14 @@ class LoadedGenerator:
 def resolve_checkpoint(path: str | Path) -> Path:
     """A run folder (its latest checkpoint), a checkpoint folder, or a file, checked to exist."""
     from wantofight.train import checkpoint as ckpt
+    from wantofight.train.shipped import shipped_path, unknown_checkpoint_message
 
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        shipped = shipped_path(str(path))
+        if shipped is None:
+            raise FileNotFoundError(unknown_checkpoint_message(path))
+        return shipped
     if path.is_dir() and not (path / "config.json").exists():
         found = ckpt.latest_checkpoint(path)
         if found is None:
@@ -91,7 +96,11 @@ def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:
     from wantofight.train.config import TrainConfig
 
     saved = ckpt.read_config(path)
-    return TrainConfig.from_dict(saved["train"]).model_config(), saved.get("stage", "stage1")
+    config = TrainConfig.from_dict(saved["train"]).model_config()
+    vae = config.vae.pretrained
+    if vae is not None and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
+        config = replace(config, vae=replace(config.vae, pretrained=str(path / vae)))
+    return config, saved.get("stage", "stage1")
 
 
 def load_generator(checkpoint: str | Path, preset: str | None = None, weights: str = "ema",
