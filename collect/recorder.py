@@ -5,6 +5,9 @@ received during the `frame_skip` steps that produced frame[t]. Row 0 is the scre
 `frame_skip` steps with no keys from the start state. The emulator is stepped directly
 (`em.set_button_mask`, `em.step`) so the recorded mask is exactly what it was given: no action
 filter stands between the policy and the core.
+
+`wtf play` records through the same loop: it makes its human players with `make` and shows, paces
+and ends the episode from `on_row`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import importlib.metadata
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -56,6 +59,12 @@ class RecordConfig:
         return EMULATOR_FPS // self.fps
 
 
+class RowHook(Protocol):
+    def __call__(self, row: int, screen: np.ndarray, ram: dict[str, int], keys: tuple[int, int]) -> bool:
+        """Sees each row once it is stored: its frame, RAM and received keys. True ends the episode
+        after this row (`ended_by` "quit": the player stopped it)."""
+
+
 @dataclass
 class EpisodeResult:
     episode_id: str
@@ -74,10 +83,11 @@ def player_seeds(seed: int) -> tuple[int, int]:
 class Recorder:
     """Owns the emulator of one process and records episodes with it."""
 
-    def __init__(self, game: GameSpec, config: RecordConfig):
+    def __init__(self, game: GameSpec, config: RecordConfig, make: Callable[[str], Policy] = make_policy):
+        """`make` builds a player from its spec (`wtf play` adds `human` to the registry's)."""
         from wantofight.collect.emulator import make_env
 
-        self.game, self.config = game, config
+        self.game, self.config, self.make = game, config, make
         self.env = make_env(game.retro_game, state=config.state, players=game.players)
         self.start_state: bytes = self.env.initial_state
         self.table = game.buttons
@@ -115,12 +125,12 @@ class Recorder:
         return received[0], received[1]
 
     def record(self, job: EpisodeJob, out_dir: Path, on_frames: Callable[[int], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> EpisodeResult:
+               should_stop: Callable[[], bool] | None = None, on_row: RowHook | None = None) -> EpisodeResult:
         """Record `job` into `out_dir` (a temporary folder the caller publishes)."""
         import stable_retro
 
         started = time.perf_counter()
-        policies = [make_policy(spec) for spec in self.config.policies]
+        policies = [self.make(spec) for spec in self.config.policies]
         seeds = player_seeds(job.seed)
         for p, policy in enumerate(policies):
             policy.reset(PlayerContext(player=p, game=self.game, seed=seeds[p], episode_seed=job.seed,
@@ -147,10 +157,12 @@ class Recorder:
             while True:
                 received = self._step(masks, movie)
                 values = data.lookup_all()  # reads live memory; update_ram() only feeds stable-retro's done
-                video.write(em.get_screen())
+                screen = em.get_screen()
+                video.write(screen)
                 p1_keys.append(received[0])
                 p2_keys.append(received[1])
                 ram_rows.append(values)
+                quit_here = on_row is not None and on_row(t, screen, values, received)
                 t += 1
                 if on_frames is not None and t % 64 == 0:
                     on_frames(64)
@@ -161,6 +173,9 @@ class Recorder:
                     break
                 if any(policy.finished(t) for policy in policies):
                     ended_by = "policy_finished"
+                    break
+                if quit_here:
+                    ended_by = "quit"
                     break
                 if should_stop is not None and t % 64 == 0 and should_stop():
                     raise KeyboardInterrupt

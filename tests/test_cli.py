@@ -25,6 +25,7 @@ COMMANDS = [
     [], ["collect"], ["replay"], ["games"], ["annotate"], ["build-curriculum"], ["inspect"], ["stats"], ["browse"],
     ["query"], ["encode"], ["generate"], ["eval"], ["agents"], ["agents", "train"], ["agents", "eval"], ["model"],
     ["model", "info"], ["train"], ["train", "stage1"], ["train", "stage2"], ["train", "stage3"], ["train", "decoder"],
+    ["play"],
 ]
 
 
@@ -51,7 +52,7 @@ def test_version_prints_the_package_version():
 # The minimal install (`pip install -e .`): a command that needs an extra says which, in one line
 
 EXTRA_MODULES = ("torch", "torchvision", "diffusers", "open_clip", "safetensors", "torchmetrics", "lpips",
-                 "stable_baselines3", "duckdb", "matplotlib", "PIL")
+                 "stable_baselines3", "duckdb", "matplotlib", "PIL", "pygame")
 # None in sys.modules makes `import torch` raise ModuleNotFoundError and find_spec return None: uninstalled.
 MINIMAL = (f"import sys; sys.modules.update(dict.fromkeys({EXTRA_MODULES!r}));"
            "from wantofight.cli import app; app(sys.argv[1:], prog_name='wtf')")
@@ -78,6 +79,7 @@ def minimal_wtf(*args: str, cwd=None) -> subprocess.CompletedProcess:
         (["agents", "train", "--out", "run"], "ppo"),
         (["agents", "eval", "--policy", "ppo:final.zip"], "ppo"),
         (["collect", "--policy", "ppo:final.zip", "--out", "data"], "ppo"),
+        (["play", "--record", "session"], "play"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else v,
 )

@@ -16,6 +16,7 @@ from wantofight.cli_util import Group
 from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
 from wantofight.datasets import cli as datasets_cli
+from wantofight.play import cli as play_cli
 from wantofight.train import cli as train_cli
 from wantofight.train import generate_cli
 from wantofight_model import cli as model_cli
@@ -52,6 +53,7 @@ app.add_typer(model_cli.app, name="model")
 app.add_typer(train_cli.app, name="train")
 generate_cli.register(app, train_cli.app)
 benchmark_cli.register(app)
+play_cli.register(app)
 
 
 def main() -> None:

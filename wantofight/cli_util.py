@@ -17,7 +17,7 @@ errors = Console(stderr=True)
 EXTRAS = {
     "torch": "model", "torchvision": "model", "diffusers": "model", "open_clip": "model", "safetensors": "model",
     "torchmetrics": "model", "lpips": "model", "stable_baselines3": "ppo", "duckdb": "curate", "matplotlib": "curate",
-    "PIL": "curate",
+    "PIL": "curate", "pygame": "play",
 }
 
 
