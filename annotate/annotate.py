@@ -164,9 +164,11 @@ def annotate_path(path: Path, force: bool = False) -> dict:
         return {"path": str(path), "status": "skipped", "reason": str(err)}
 
 
-def annotate_runs(run_dirs: list[Path], workers: int = 1, force: bool = False, progress: bool = True) -> list[dict]:
-    """Annotate every episode of the runs, K episodes at a time; reports in episode order."""
+def annotate_runs(run_dirs: list[Path], workers: int = 1, force: bool = False, progress: bool = True,
+                  cluster=None, warn=None) -> list[dict]:
+    """Annotate every episode of the runs, K episodes at a time (on a Ray `cluster`'s actors if given);
+    reports in episode order."""
     from wantofight.annotate.parallel import map_ordered
 
     paths = [p for run in run_dirs for p in episode_dirs(run)]
-    return map_ordered(annotate_path, [(p, force) for p in paths], workers, "annotate", progress)
+    return map_ordered(annotate_path, [(p, force) for p in paths], workers, "annotate", progress, cluster, warn)

@@ -7,13 +7,20 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, warn
+from wantofight.cli_util import MAX_RETRIES_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
+from wantofight.cluster import ClusterError
+
+
+WORKERS_HELP = "Worker processes, one episode each at a time (with --ray: actors; default one per CPU of the cluster)."
 
 
 def annotate_command(
+    ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="A recording run (the --out of `wtf collect`)."),
-    workers: int = typer.Option(1, help="Worker processes, one episode each at a time."),
+    workers: int = typer.Option(1, help=WORKERS_HELP),
     force: bool = typer.Option(False, help="Annotate again even where annotations are up to date."),
+    ray: Optional[str] = RAY_OPTION,
+    max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Label every episode from its RAM and keys: annotations.parquet, events.parquet, annotation.json."""
@@ -23,8 +30,10 @@ def annotate_command(
     if workers < 1:
         fail(f"--workers must be at least 1, got {workers}")
     try:
-        reports = annotate_runs([run_dir], workers=workers, force=force, progress=progress)
-    except EpisodeError as err:
+        cluster = ray_cluster(ctx, ray, workers, max_retries)
+        reports = annotate_runs([run_dir], workers=workers, force=force, progress=progress, cluster=cluster,
+                                warn=warn)
+    except (EpisodeError, ClusterError) as err:
         fail(str(err))
     except KeyboardInterrupt:
         stopped(f"the episodes annotated so far are kept in {run_dir}; run the same command again to annotate "
@@ -41,6 +50,7 @@ def annotate_command(
 
 
 def build_curriculum_command(
+    ctx: typer.Context,
     run_dirs: List[Path] = typer.Argument(..., help="Recording runs to cut clips from."),
     out: Path = typer.Option(..., help="Dataset folder (shards + manifest.json)."),
     clip_frames: int = typer.Option(161, help="Training window in frames (the paper's 161)."),
@@ -49,11 +59,13 @@ def build_curriculum_command(
     val_fraction: float = typer.Option(0.1, help="Share of episodes that go to val."),
     shard_size_mb: float = typer.Option(256.0, help="Approximate shard size in MB."),
     exclude: Optional[Path] = typer.Option(None, help="Curators' exclude file (docs/curriculum.md)."),
-    workers: int = typer.Option(1, help="Worker processes, one episode each at a time."),
+    workers: int = typer.Option(1, help=WORKERS_HELP),
     seed: int = typer.Option(0, help="Seed for the split and the single-action balancing."),
     context: int = typer.Option(4, help="Neutral frames kept at most on each side of an action clip."),
     balance: bool = typer.Option(True, help="Same single-action count per (move, side)."),
     strict: bool = typer.Option(False, help="Fail on a bad episode instead of skipping it."),
+    ray: Optional[str] = RAY_OPTION,
+    max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show progress bars."),
 ) -> None:
     """Cut single-action, dual-action and full-match clips into self-contained Parquet shards."""
@@ -68,8 +80,10 @@ def build_curriculum_command(
             shard_size_mb=shard_size_mb, exclude=str(exclude) if exclude else None, seed=seed, context=context,
             balance=balance, strict=strict,
         )
-        manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=warn)
-    except (BuildError, ValueError) as err:
+        cluster = ray_cluster(ctx, ray, workers, max_retries)
+        manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=warn,
+                                    cluster=cluster)
+    except (BuildError, ClusterError, ValueError) as err:
         fail(str(err))
     except KeyboardInterrupt:
         stopped(f"annotations and the clips of finished episodes are kept (in the runs and {out}/.parts-*); "

@@ -157,8 +157,10 @@ def read_exclude(path: str | None) -> dict[str, str]:
 
 
 def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, workers: int = 1,
-                     progress: bool = True, warn=None) -> dict:
-    """Build DS_DIR from recording runs; returns the manifest. Raises BuildError on bad input."""
+                     progress: bool = True, warn=None, cluster=None) -> dict:
+    """Build DS_DIR from recording runs; returns the manifest. Raises BuildError on bad input. With a
+    Ray `cluster`, episodes are planned and cut by its actors (DS_DIR and the runs on a folder every
+    node sees); the dataset is the same, byte for byte."""
     from wantofight.annotate.parallel import map_ordered
 
     warn = warn or (lambda message: None)
@@ -172,7 +174,7 @@ def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, wor
         jobs += [(str(p), Path(run).name, options) for p in paths]
     if not jobs:
         raise BuildError(f"no episodes in {', '.join(map(str, run_dirs))}")
-    episodes: list[EpisodePlan] = map_ordered(plan_episode, jobs, workers, "plan", progress)
+    episodes: list[EpisodePlan] = map_ordered(plan_episode, jobs, workers, "plan", progress, cluster, warn)
 
     good = []
     for ep in episodes:
@@ -206,7 +208,7 @@ def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, wor
         done = all((parts_dir / t / f"{ep.uid}.parquet").is_file() for t in {p["tier"] for p in plans})
         if plans and not done:
             cut_jobs.append((Path(ep.path), plans, ep.info | {"meta": None}, ram_names, parts_dir))
-    results = map_ordered(cut_safely, cut_jobs, workers, "encode", progress)
+    results = map_ordered(cut_safely, cut_jobs, workers, "encode", progress, cluster, warn)
     for job, result in zip(cut_jobs, results):
         if isinstance(result, str):
             if options.strict:

@@ -1,4 +1,5 @@
-"""Run a function over episodes in K worker processes with a progress display; results in order."""
+"""Run a function over episodes in K worker processes, or on a Ray cluster's actors, with a progress
+display; results in order."""
 
 from __future__ import annotations
 
@@ -6,18 +7,23 @@ import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Sequence
 
+from wantofight.cluster import Cluster
 from wantofight.interrupts import workers_ignore_ctrl_c
 from wantofight.progress import Progress
 
 
-def map_ordered(fn: Callable, arg_tuples: Sequence[tuple], workers: int, label: str, progress: bool = True) -> list:
+def map_ordered(fn: Callable, arg_tuples: Sequence[tuple], workers: int, label: str, progress: bool = True,
+                cluster: Cluster | None = None, warn: Callable[[str], None] | None = None) -> list:
     """`[fn(*args) for args in arg_tuples]`, computed by `workers` processes (spawned: no forked
-    Arrow threads), returned in input order whatever order they finish in.
+    Arrow threads) or, given a `cluster`, by its Ray actors (`warn` hears each retry); returned in
+    input order whatever order they finish in. Each call's first argument names its unit in messages.
 
     On Ctrl-C the workers are ended at once (their episode's files are written atomically, so an
     unfinished one leaves nothing) and KeyboardInterrupt is raised."""
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
+    if cluster is not None:
+        return _map_on_ray(fn, arg_tuples, cluster, label, progress, warn)
     results: list = [None] * len(arg_tuples)
     with Progress(label, len(arg_tuples), "episodes", enabled=progress) as bar:
         if workers == 1 or len(arg_tuples) <= 1:
@@ -49,3 +55,20 @@ def _end_now(pool: ProcessPoolExecutor) -> None:
         proc.terminate()
     for proc in processes:
         proc.join(timeout=5)
+
+
+def _map_on_ray(fn: Callable, arg_tuples: Sequence[tuple], cluster: Cluster, label: str, progress: bool,
+                warn) -> list:
+    from wantofight.cluster import RayPool, say
+
+    results: list = [None] * len(arg_tuples)
+    if not arg_tuples:
+        return results
+    with RayPool(cluster, warn=warn or say) as pool:
+        pool.start(len(arg_tuples))
+        with Progress(label, len(arg_tuples), "episodes", enabled=progress) as bar:
+            for i, result in pool.imap(fn, arg_tuples, [str(args[0]) for args in arg_tuples]):
+                results[i] = result
+                bar.advance()
+        say(pool.summary(label, len(arg_tuples), "episodes"))
+    return results

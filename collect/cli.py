@@ -7,7 +7,9 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, typed_options, warn
+from wantofight.cli_util import (MAX_RETRIES_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, typed_options,
+                                 warn)
+from wantofight.cluster import ClusterError
 
 
 def collect_command(
@@ -22,11 +24,14 @@ def collect_command(
     episodes: int = typer.Option(2, help="Episodes to record (with --resume: the total to reach)."),
     max_frames: int = typer.Option(9000, help="Upper bound on recorded frames per episode."),
     fps: int = typer.Option(30, help="Recorded frames per second: 60 keeps every emulator frame, 30 every 2nd."),
-    workers: int = typer.Option(1, help="Worker processes, one emulator each."),
+    workers: int = typer.Option(1, help="Worker processes, one emulator each (with --ray: actors; default one per "
+                                        "CPU of the cluster)."),
     seed: int = typer.Option(0, help="Run seed; episode i gets a seed derived from (seed, i)."),
     deterministic: bool = typer.Option(False, help="Learned (ppo) policies take their most likely action."),
     out: Path = typer.Option(Path("data"), help="Output folder (episodes go to OUT/episodes/<id>/)."),
     resume: bool = typer.Option(False, help="Top an existing run in OUT up to --episodes, with its settings."),
+    ray: Optional[str] = RAY_OPTION,
+    max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Record both players' keys, frames and RAM from the emulator, frame-exactly."""
@@ -38,8 +43,10 @@ def collect_command(
             game=game, state=state, policy=policy, p2_policy=p2_policy, episodes=episodes,
             max_frames=max_frames, fps=fps, seed=seed, deterministic=deterministic,
         )
-        results = collect(settings, out, workers=workers, resume=resume, given=given, progress=progress, warn=warn)
-    except CollectError as err:
+        cluster = ray_cluster(ctx, ray, workers, max_retries)
+        results = collect(settings, out, workers=workers, resume=resume, given=given, progress=progress, warn=warn,
+                          cluster=cluster)
+    except (CollectError, ClusterError) as err:
         fail(str(err))
     except KeyboardInterrupt:
         stopped(f"finished episodes are kept in {out / 'episodes'}; add --resume to complete the run")

@@ -9,8 +9,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import errno
 import os
 import shutil
+import socket
+import zipfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -106,13 +109,38 @@ def read_state(path: Path) -> bytes:
     return gzip.decompress(path.read_bytes())
 
 
+def fix_zip_times(path: Path) -> None:
+    """Rewrite a zip file (stable-retro's `.bk2` movie) with every entry dated 1980-01-01, so equal
+    contents give equal bytes whenever and wherever they were recorded."""
+    with zipfile.ZipFile(path) as source:
+        entries = [(info, source.read(info)) for info in source.infolist()]
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
+    with zipfile.ZipFile(tmp, "w") as target:
+        for info, data in entries:
+            fixed = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            fixed.compress_type, fixed.external_attr, fixed.create_system = (
+                info.compress_type, info.external_attr, info.create_system)
+            target.writestr(fixed, data)
+    os.replace(tmp, path)
+
+
 def episode_tmp_dir(episodes_dir: Path, episode_id: str) -> Path:
-    return episodes_dir / f"{TMP_PREFIX}{episode_id}-{os.getpid()}"
+    """`.tmp-<id>-<host>-<pid>`: unique across the machines of a cluster writing to one shared folder."""
+    return episodes_dir / f"{TMP_PREFIX}{episode_id}-{socket.gethostname()}-{os.getpid()}"
 
 
-def publish(tmp_dir: Path, final_dir: Path) -> None:
-    """Make a finished episode visible in one rename."""
-    os.replace(tmp_dir, final_dir)
+def publish(tmp_dir: Path, final_dir: Path) -> bool:
+    """Make a finished episode visible in one rename. An episode is published once: when another
+    attempt at the same episode (a retried task) got there first, this copy is discarded and False
+    returned (renaming onto a folder that holds files fails; the first rename wins)."""
+    try:
+        os.rename(tmp_dir, final_dir)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not final_dir.is_dir():
+            raise
+        discard(tmp_dir)
+        return False
+    return True
 
 
 def discard(tmp_dir: Path) -> None:

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, warn
+from wantofight.cli_util import MAX_RETRIES_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
+from wantofight.cluster import ClusterError
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -22,6 +23,7 @@ def parse_size(text: str) -> tuple[int, int]:
 
 
 def encode_command(
+    ctx: typer.Context,
     ds_dir: Path = typer.Argument(..., help="A curriculum dataset (the --out of `wtf build-curriculum`)."),
     out: Path = typer.Option(..., help="Latent cache folder (shards + manifest.json)."),
     vae: str = typer.Option(..., help="`tiny` (random tiny VAE, for tests) or a local Wan2.1 diffusers folder."),
@@ -33,11 +35,14 @@ def encode_command(
     tiers: str = typer.Option("single,dual,full", help="Tiers to encode: single, dual, full."),
     resize: str = typer.Option("stretch", help="stretch (whole picture, default) or letterbox."),
     batch_size: int = typer.Option(1, help="Windows per VAE call."),
-    workers: int = typer.Option(0, help="Decoding worker processes."),
+    workers: int = typer.Option(0, help="Decoding worker processes (with --ray: actors, one VAE each; default one "
+                                        "per CPU of the cluster)."),
     device: str = typer.Option("auto", help="cpu, cuda, cuda:N, or auto (cuda when available)."),
     exclude: Optional[Path] = typer.Option(None, help="Curators' exclude file (docs/curriculum.md)."),
     skip_corrupt: bool = typer.Option(False, help="Skip and count corrupt clips instead of failing."),
     shard_size_mb: float = typer.Option(256.0, help="Approximate shard size in MB."),
+    ray: Optional[str] = RAY_OPTION,
+    max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Encode every clip window once with the VAE (and CLIP on the reference images) into Parquet shards."""
@@ -48,17 +53,22 @@ def encode_command(
         fail(f"--workers must be >= 0, got {workers}")
     try:
         hw = parse_size(size)
+        cluster = ray_cluster(ctx, ray, workers, max_retries)
         if device == "auto":
             import torch
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = "cuda" if torch.cuda.is_available() and cluster is None else "cpu"
         manifest = encode_dataset(ds_dir, out, vae=vae, clip=clip, frames=frames, size=hw, ref_size=ref_size,
                                   tiers=tiers, batch_size=batch_size, workers=workers, device=device,
                                   exclude=exclude, skip_corrupt=skip_corrupt, shard_size_mb=shard_size_mb,
-                                  clip_model=clip_model, resize=resize, progress=progress, warn=warn)
-    except (ValueError, FileNotFoundError, DatasetError, OSError) as err:
+                                  clip_model=clip_model, resize=resize, progress=progress, warn=warn,
+                                  cluster=cluster)
+    except (ValueError, FileNotFoundError, DatasetError, OSError, ClusterError) as err:
         fail(str(err))
     except KeyboardInterrupt:
+        if cluster is not None:
+            stopped(f"the windows encoded so far are kept in {out}/.parts-* (the cache itself is written whole, "
+                    "manifest.json last); run the same command again to continue from them")
         stopped(f"nothing was kept in {out} (a latent cache is written whole, manifest.json last); "
                 "run the same command again")
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())

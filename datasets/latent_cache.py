@@ -13,6 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import socket
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +32,8 @@ FORMAT_VERSION = 2
 """2: reference images (and tokens) come from each window's first frame; version 1 cropped them from any
 frame of the window, showing the model where the fighters would be later (docs/datasets.md)."""
 ROWS_PER_GROUP = 8
+UNIT_WINDOWS = 16
+"""Windows per unit of work (rounded to whole batches): a Ray actor's task, a part file."""
 TMP_PREFIX = ".tmp-"
 
 
@@ -109,19 +115,23 @@ def load_clip(spec: str, model: str = "ViT-H-14", device: str = "cpu"):
 
 
 class _Windows:
-    """(clip index, start) pairs of one ClipDataset as a map-style dataset for a DataLoader; a
-    corrupt row comes back as its error message so the caller can fail or count it."""
+    """(unit, (clip index, start)) pairs as a map-style dataset for a DataLoader; a corrupt row comes
+    back as its error message so the caller can fail or count it."""
 
-    def __init__(self, ds: ClipDataset, windows: list[tuple[int, int]]):
-        self.ds, self.windows = ds, windows
+    def __init__(self, datasets: dict[str, ClipDataset], windows: list[tuple[Unit, tuple[int, int]]]):
+        self.datasets, self.windows = datasets, windows
 
     def __len__(self) -> int:
         return len(self.windows)
 
     def __getitem__(self, k: int):
-        i, start = self.windows[k]
+        unit, (i, start) = self.windows[k]
+        return self.load(self.datasets[unit.split], i, start)
+
+    @staticmethod
+    def load(ds: ClipDataset, i: int, start: int):
         try:
-            return self.ds.load(i, start)
+            return ds.load(i, start)
         except DatasetError as err:
             return str(err)
 
@@ -185,27 +195,96 @@ class _ShardWriter:
             self.dir.rmdir()
 
 
+@dataclass(frozen=True)
+class Unit:
+    """Windows of one (tier, split), in dataset order: the unit a Ray actor encodes into a part file.
+    The local run batches within the same units, so both give the VAE the same batches."""
+
+    split: str
+    tier: str
+    index: int
+    windows: tuple[tuple[int, int], ...]
+    """(clip index in the split's ClipDataset, window start)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.tier}/{self.split}-{self.index:05d}"
+
+
+def plan_units(datasets: dict[str, ClipDataset], batch_size: int) -> list[Unit]:
+    """Every window to encode, cut into units of whole batches (about UNIT_WINDOWS windows each)."""
+    size = max(batch_size, UNIT_WINDOWS // batch_size * batch_size)
+    units = []
+    for split, ds in datasets.items():
+        for tier in TIERS:
+            windows = [(i, s) for i in range(len(ds)) if ds.item_tiers[i] == tier for s in ds.cache_starts(i)]
+            for k in range(0, len(windows), size):
+                units.append(Unit(split, tier, k // size, tuple(windows[k:k + size])))
+    return units
+
+
+def encode_items(items, split: str, vae, clip, device: str, batch_size: int, skip_corrupt: bool, on_corrupt=None):
+    """Rows of the latent cache for a unit's items (a corrupt one comes as its error message: raised,
+    or skipped and passed to `on_corrupt`), encoded `batch_size` at a time; yields lists of rows."""
+    batch: list[dict] = []
+    for item in items:
+        if isinstance(item, str):
+            if not skip_corrupt:
+                raise DatasetError(item)
+            if on_corrupt is not None:
+                on_corrupt(item)
+            continue
+        batch.append(item)
+        if len(batch) == batch_size:
+            yield _encode_batch(batch, split, vae, clip, device)
+            batch = []
+    if batch:
+        yield _encode_batch(batch, split, vae, clip, device)
+
+
 def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None = None, frames: int = 161,
                    size: tuple[int, int] = (384, 512), ref_size: int = 224, tiers=None, batch_size: int = 1,
                    workers: int = 0, device: str = "cpu", exclude=None, skip_corrupt: bool = False,
                    shard_size_mb: float = 256.0, clip_model: str = "ViT-H-14", resize: str = "stretch",
-                   progress: bool = True, warn=None) -> dict:
-    """Encode every window of DS_DIR's clips (both splits) into LATENT_DIR; returns the manifest."""
-    import torch
-
-    from wantofight.datasets.loader import seed_worker
-
+                   progress: bool = True, warn=None, cluster=None) -> dict:
+    """Encode every window of DS_DIR's clips (both splits) into LATENT_DIR; returns the manifest. With
+    a Ray `cluster`, units are encoded by its actors (one VAE each, on CPU) into part files that a
+    rerun reuses; the cache is the same, byte for byte."""
     if size[0] % 8 or size[1] % 8:
         raise ValueError(f"size {size[0]}x{size[1]} must be a multiple of 8 (the VAE downsamples 8x)")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if cluster is not None and device != "cpu":
+        raise ValueError(f"--ray encodes on the cluster's CPUs; --device {device} is for local runs")
     warn = warn or (lambda message: None)
     tiers = parse_tiers(tiers)
-    datasets = {split: ClipDataset(ds_dir, split, tiers, frames, size, ref_size, exclude, skip_corrupt,
-                                   resize=resize) for split in SPLITS}
+    dataset_args = (ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize)
+    datasets = open_datasets(*dataset_args)
     vae_model, vae_info = load_vae(vae, device)
     clip_model_, clip_info = load_clip(clip, clip_model, device) if clip else (None, None)
+    units = plan_units(datasets, batch_size)
     out = Path(out)
+    parts_dir = out / f".parts-{encode_digest(vae_info, clip_info, dataset_args, batch_size, ds_dir)}"
+    with ExitStack() as stack:
+        pool = None
+        if cluster is not None:  # every actor is set up before anything is written
+            from wantofight.cluster import RayPool
+
+            pool = stack.enter_context(RayPool(cluster, setup=open_encoders, setup_args=(dataset_args, (vae, clip,
+                                                                                                   clip_model)), warn=warn))
+            pool.start(len(missing_parts(units, parts_dir)))
+        return _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args, batch_size,
+                       shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
+
+
+def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_args, batch_size, shard_size_mb,
+            vae_info, clip_info, ds_dir, workers, progress, warn) -> dict:
+    import torch
+
+    from wantofight.datasets.loader import seed_worker
+
+    ds_dir, _, frames, size, ref_size, _, skip_corrupt, resize = dataset_args
+    vae_model, clip_model_, device = models
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)  # the directory is incomplete until the new one lands
     shard_bytes = int(shard_size_mb * 2**20)
@@ -213,34 +292,46 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     counts = {t: {s: 0 for s in SPLITS} for t in TIERS}
     corrupt: list[str] = []
     latent_shape = None
-    total = sum(len(ds.cache_starts(i)) for ds in datasets.values() for i in range(len(ds)))
+
+    def add(rows: list[dict]) -> None:
+        nonlocal latent_shape
+        for row in rows:
+            key = (row["tier"], row["split"])
+            if key not in writers:
+                writers[key] = _ShardWriter(out, row["tier"], row["split"], shard_bytes)
+            writers[key].add(row)
+            counts[row["tier"]][row["split"]] += 1
+            latent_shape = list(row["latent_shape"])
+
+    def skipped(message: str) -> None:
+        corrupt.append(message)
+        warn(f"skipping corrupt clip: {message}")
+
+    total = sum(len(u.windows) for u in units)
     with Progress("encode", total, "windows", enabled=progress, transient=True) as bar:
         try:
-            for split, ds in datasets.items():
-                windows = [(i, s) for i in range(len(ds)) for s in ds.cache_starts(i)]
-                loader = torch.utils.data.DataLoader(_Windows(ds, windows), batch_size=None, num_workers=workers,
-                                                     worker_init_fn=seed_worker)
+            if pool is not None:
+                encode_on_ray(pool, units, skip_corrupt, batch_size, parts_dir, bar)
+                for unit in units:  # parts → shards, in the order the local run writes them
+                    part = pq.ParquetFile(parts_dir / f"{unit.name}.parquet")
+                    for message in json.loads(part.schema_arrow.metadata[b"wantofight.corrupt"]):
+                        skipped(message)
+                    add(part.read().to_pylist())
+            else:
+                windows = [(unit, w) for unit in units for w in unit.windows]
+                loader = torch.utils.data.DataLoader(_Windows(datasets, windows), batch_size=None,
+                                                     num_workers=workers, worker_init_fn=seed_worker)
                 with workers_ignore_ctrl_c():  # decoding workers start here; Ctrl-C reaches this process only
                     items = iter(loader)
-                batch: list[dict] = []
-                for item in items:
-                    if isinstance(item, str):
-                        if not skip_corrupt:
-                            raise DatasetError(item)
-                        corrupt.append(item)
-                        warn(f"skipping corrupt clip: {item}")
-                        bar.advance()
-                        continue
-                    batch.append(item)
-                    if len(batch) == batch_size:
-                        latent_shape = _encode_batch(batch, split, vae_model, clip_model_, device, writers, counts,
-                                                     out, shard_bytes)
-                        bar.advance(len(batch))
-                        batch = []
-                if batch:
-                    latent_shape = _encode_batch(batch, split, vae_model, clip_model_, device, writers, counts, out,
-                                                 shard_bytes)
-                    bar.advance(len(batch))
+                done = 0
+                for unit in units:
+                    mine = (next(items) for _ in unit.windows)
+                    for rows in encode_items(mine, unit.split, vae_model, clip_model_, device, batch_size,
+                                             skip_corrupt, skipped):
+                        add(rows)
+                        bar.advance(len(rows))
+                    done += len(unit.windows)
+                    bar.update(completed=done)  # the corrupt windows skipped count as done
             shards = [s for w in writers.values() for s in w.close()]
         except BaseException:
             for w in writers.values():
@@ -266,21 +357,85 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     tmp = out / f"{TMP_PREFIX}manifest.json"
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, out / "manifest.json")
+    shutil.rmtree(parts_dir, ignore_errors=True)
     return manifest
 
 
-def _encode_batch(batch, split, vae, clip, device, writers, counts, out, shard_bytes) -> list[int]:
+def open_datasets(ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize) -> dict[str, ClipDataset]:
+    return {split: ClipDataset(ds_dir, split, tiers, frames, size, ref_size, exclude, skip_corrupt, resize=resize)
+            for split in SPLITS}
+
+
+def encode_digest(vae_info: dict, clip_info: dict | None, dataset_args: tuple, batch_size: int, ds_dir) -> str:
+    """Names the part folder: parts of a run with other weights, data or windows are never reused."""
+    source = hashlib.sha1((Path(ds_dir) / "manifest.json").read_bytes()).hexdigest()
+    settings = [vae_info["sha256"], clip_info and clip_info["sha256"], [str(a) for a in dataset_args[1:]], batch_size,
+                source]
+    return hashlib.sha1(json.dumps(settings).encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------------
+# On a Ray cluster: one VAE per actor, one part file per unit
+
+
+def open_encoders(dataset_args: tuple, models: tuple):
+    """An actor's state: the datasets and the encoders (on CPU)."""
+    vae, clip, clip_model = models
+    return (open_datasets(*dataset_args), load_vae(vae, "cpu")[0],
+            load_clip(clip, clip_model, "cpu")[0] if clip else None)
+
+
+def encode_part(state, unit: Unit, batch_size: int, skip_corrupt: bool, parts_dir: Path) -> int:
+    """Encode one unit into `parts_dir/<tier>/<split>-NNNNN.parquet` (temporary name, then renamed; the
+    corrupt windows skipped go in its metadata). A part already there is kept. Returns the windows done."""
+    datasets, vae, clip = state
+    path = parts_dir / f"{unit.name}.parquet"
+    if path.is_file():
+        return len(unit.windows)
+    corrupt: list[str] = []
+    ds = datasets[unit.split]
+    items = (_Windows.load(ds, i, start) for i, start in unit.windows)
+    rows = [row for batch in encode_items(items, unit.split, vae, clip, "cpu", batch_size, skip_corrupt,
+                                          corrupt.append) for row in batch]
+    schema = latent_schema()
+    schema = schema.with_metadata({**schema.metadata, b"wantofight.corrupt": json.dumps(corrupt).encode()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}-{socket.gethostname()}-{os.getpid()}.partial")
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp, compression="zstd")
+    os.replace(tmp, path)  # a retried unit writes the same bytes: either rename may win
+    return len(unit.windows)
+
+
+def missing_parts(units: list[Unit], parts_dir: Path) -> list[Unit]:
+    return [u for u in units if not (parts_dir / f"{u.name}.parquet").is_file()]
+
+
+def encode_on_ray(pool, units: list[Unit], skip_corrupt: bool, batch_size: int, parts_dir: Path, bar) -> None:
+    """Encode the units whose part is missing on the pool's actors (one VAE each)."""
+    from wantofight.cluster import say
+
+    todo = missing_parts(units, parts_dir)
+    bar.update(completed=sum(len(u.windows) for u in units) - sum(len(u.windows) for u in todo))
+    jobs = [(unit, batch_size, skip_corrupt, parts_dir) for unit in todo]
+    for _, windows in pool.imap(encode_part, jobs, [u.name for u in todo]):
+        bar.advance(windows)
+    say(pool.summary("encode", len(todo), "units"))
+
+
+def _encode_batch(batch, split, vae, clip, device) -> list[dict]:
+    """Rows for a batch of ClipDataset items."""
     import torch
 
     frames = torch.stack([item["frames"] for item in batch]).to(device)  # (B, T, 3, H, W)
     latents = vae.encode(frames.permute(0, 2, 1, 3, 4)).float().cpu()  # (B, 16, F, h, w)
     refs = torch.stack([item["ref_images"] for item in batch])  # (B, 2, 3, r, r)
     tokens = clip(refs.to(device)).float().cpu() if clip is not None else None  # (B, 2, N, C)
+    rows = []
     for b, item in enumerate(batch):
         keys = item["keys"].numpy()  # (T, 2, 16) back to masks
         masks = (keys.astype(np.uint16) << np.arange(16, dtype=np.uint16)).sum(-1).astype(np.uint16)  # (T, 2)
         ref_u8 = ((item["ref_images"].numpy() + 1.0) * 127.5).round().astype(np.uint8)
-        row = {
+        rows.append({
             "clip_id": item["clip_id"], "tier": item["tier"], "split": split, "start": item["start"],
             "frames": int(frames.shape[1]),
             "latents": latents[b].numpy().tobytes(), "latent_shape": list(latents.shape[1:]),
@@ -291,10 +446,5 @@ def _encode_batch(batch, split, vae, clip, device, writers, counts, out, shard_b
             "p1_effective": item["effective"][:, 0].tolist(), "p2_effective": item["effective"][:, 1].tolist(),
             "p1_action": [a[0] for a in item["actions"]], "p2_action": [a[1] for a in item["actions"]],
             "padding": item["padding"].tolist(), "meta": json.dumps(item["meta"], sort_keys=True),
-        }  # fmt: skip
-        key = (item["tier"], split)
-        if key not in writers:
-            writers[key] = _ShardWriter(out, item["tier"], split, shard_bytes)
-        writers[key].add(row)
-        counts[item["tier"]][split] += 1
-    return list(latents.shape[1:])
+        })  # fmt: skip
+    return rows

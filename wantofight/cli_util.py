@@ -17,8 +17,32 @@ errors = Console(stderr=True)
 EXTRAS = {
     "torch": "model", "torchvision": "model", "diffusers": "model", "open_clip": "model", "safetensors": "model",
     "torchmetrics": "model", "lpips": "model", "stable_baselines3": "ppo", "duckdb": "curate", "matplotlib": "curate",
-    "PIL": "curate", "pygame": "play",
+    "PIL": "curate", "pygame": "play", "ray": "ray",
 }
+
+
+RAY_OPTION = typer.Option(
+    None, "--ray", metavar="ADDRESS",
+    help="Run on a Ray cluster: HOST:PORT of its head, auto (the one this machine joined), or local; outputs go "
+         "where every node sees them (docs/scaling.md).")
+MAX_RETRIES_OPTION = typer.Option(3, help="With --ray: times a unit is run again after its worker died.")
+
+
+def ray_cluster(ctx: typer.Context, address: str | None, workers: int, max_retries: int):
+    """The `--ray` cluster to run on, or None for local workers. `--workers`, when typed, caps its actors
+    (else one per CPU of the cluster); without ray installed, the root group names the [ray] extra."""
+    import importlib.util
+
+    from wantofight.cluster import Cluster, ClusterError
+
+    if address is None:
+        if "max_retries" in typed_options(ctx, ("max_retries",)):
+            raise ClusterError("--max-retries applies to --ray runs only")
+        return None
+    if importlib.util.find_spec("ray") is None:
+        raise ModuleNotFoundError("No module named 'ray'", name="ray")
+    typed = "workers" in typed_options(ctx, ("workers",))
+    return Cluster(address, workers if typed else None, max_retries)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
