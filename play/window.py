@@ -55,8 +55,14 @@ class Timing:
 
 
 def import_pygame():
-    """pygame without its greeting on stdout (the [play] extra)."""
+    """pygame without its greeting on stdout (the [play] extra), and with a plain framebuffer window.
+
+    SDL otherwise presents the window through OpenGL, which under Xvfb (or any machine without a GPU
+    driver) is Mesa's software renderer: a 720x822 flip took 9.2 ms instead of 1.1 ms, and Mesa's
+    LLVM, once loaded, makes a later import of Triton's own LLVM (torch compiles with it) crash the
+    process. A user's own SDL_FRAMEBUFFER_ACCELERATION is kept."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    os.environ.setdefault("SDL_FRAMEBUFFER_ACCELERATION", "0")
     import pygame
 
     return pygame
@@ -103,8 +109,8 @@ class Window:
 
     def __init__(self, title: str, frame_shape: tuple[int, int], keymap: KeyMap, humans: tuple[int, ...], fps: int,
                  scale: int, labels=None):
-        """frame_shape: the game's (H, W); humans: the players the controls play (0 = P1); labels: RAM →
-        (P1 text, P2 text) under each key row, or None."""
+        """frame_shape: the (H, W) of the picture above the HUD; humans: the players the controls play
+        (0 = P1); labels: RAM → (P1 text, P2 text) under each key row, or None (`on_row` uses them)."""
         h, w = frame_shape
         self.layout = hud_layout(h, w, scale=1)
         # The HUD without its event timeline (nothing has happened yet): frame, key rows, actions, one
@@ -137,16 +143,23 @@ class Window:
 
     def on_row(self, row: int, screen: np.ndarray, ram: dict[str, int], keys: tuple[int, int]) -> bool:
         """Show row `row`, wait for the next row's time, read its input; True when the player quit."""
-        self.show(row, screen, ram, keys)
+        labels = self.labels(ram) if self.labels else (None, None)
+        rec = "REC  " if self.recording else ""
+        return self.tick(row, screen, keys, labels, f"{rec}ROW {row}")
+
+    def tick(self, row: int, picture: np.ndarray, keys: tuple[int, int], labels=(None, None), status: str = "") -> bool:
+        """One row of any session: show `picture` (H, W, 3) with the HUD of `keys`, wait for the next row's
+        time, read the input (`self.masks`), hold here while paused; True when the player quit."""
+        self.show(row, picture, keys, labels, status)
         self.wait()
         self.poll()
         if self.paused and not self.quit:
             paused_at = time.perf_counter()
             while self.paused and not self.quit:
-                self.show(row, screen, ram, keys)
+                self.show(row, picture, keys, labels, status)
                 time.sleep(self.period)
                 self.poll()
-            self.show(row, screen, ram, keys)
+            self.show(row, picture, keys, labels, status)
             self.timing.pauses.append((row, time.perf_counter() - paused_at))
             self.next_read = time.perf_counter() + self.period  # the clock restarts after a pause
         self.timing.read[row + 1] = time.perf_counter()
@@ -176,16 +189,15 @@ class Window:
     # ------------------------------------------------------------------------------------------
     # Drawing
 
-    def show(self, row: int, screen: np.ndarray, ram: dict[str, int], keys: tuple[int, int]) -> None:
-        h, w = screen.shape[:2]
+    def show(self, row: int, picture: np.ndarray, keys: tuple[int, int], labels, status: str) -> None:
+        h, w = picture.shape[:2]
         canvas = self.canvas
-        canvas[:] = self.panel(keys, self.labels(ram) if self.labels else (None, None))
-        canvas[:h, :w] = screen
+        canvas[:] = self.panel(keys, labels)
+        canvas[:h, :w] = picture
         y = self.layout.index_y
         canvas[y - 1:y + LINE_H, :] = BACKGROUND
         state = "PAUSED  P: RESUME  ESC: QUIT" if self.paused else "P: PAUSE  ESC: QUIT"
-        rec = "REC  " if self.recording else ""
-        draw_text(canvas, y, 2, f"{rec}ROW {row}  {state}", PLAYER_COLORS[1] if self.paused else TEXT)
+        draw_text(canvas, y, 2, f"{status}  {state}", PLAYER_COLORS[1] if self.paused else TEXT)
         image = self.pygame.image.frombuffer(canvas.data, (self.base[1], self.base[0]), "RGB")
         self.screen.blit(self.pygame.transform.scale(image, self.size), (0, 0))
         self.pygame.display.flip()
