@@ -16,6 +16,7 @@ scales run side by side in one run, under the same load. Per scale it prints:
 
     python bench/play.py > bench/results/play.txt
     python bench/play.py --scales 3 --seconds 4 --p2 scripted --screenshot docs/play.png   # docs/play.md's picture
+    python bench/play.py --checkpoint RUN --steps 4 --seconds 20    # a model session (wtf play --checkpoint)
 """
 
 from __future__ import annotations
@@ -69,24 +70,25 @@ def find_window() -> str:
 class Driver(threading.Thread):
     """Presses P1's RIGHT and LEFT in turn for `seconds`, then Esc; keeps when each key-down was sent."""
 
-    def __init__(self, keymap: KeyMap, seconds: float, seed: int, screenshot=None):
+    def __init__(self, keymap: KeyMap, seconds: float, seed: int, screenshot=None, hold=(0.1, 0.3), intro=1.3):
         super().__init__(daemon=True)
         self.keymap, self.seconds, self.rng, self.screenshot = keymap, seconds, random.Random(seed), screenshot
+        self.hold, self.intro = hold, intro
         self.downs: list[tuple[float, str]] = []  # (perf_counter after xdotool returned, slot)
 
     def run(self) -> None:
         window = find_window()
         xdotool("windowfocus", "--sync", window)
-        time.sleep(1.3)  # the round's intro (60 frames), when nobody can act
+        time.sleep(self.intro)  # duel's round intro (60 frames) when nobody can act; the model's first chunk
         keys = self.keymap.players[0]
         end = time.perf_counter() + self.seconds
         slot = "RIGHT"
         while time.perf_counter() < end:
             xdotool("keydown", keys[slot])
             self.downs.append((time.perf_counter(), slot))
-            time.sleep(self.rng.uniform(0.1, 0.3))
+            time.sleep(self.rng.uniform(*self.hold))
             xdotool("keyup", keys[slot])
-            time.sleep(self.rng.uniform(0.1, 0.3))
+            time.sleep(self.rng.uniform(*self.hold))
             slot = "LEFT" if slot == "RIGHT" else "RIGHT"
         if self.screenshot is not None:  # walking in with a punch: two keys lit in P1's HUD row
             xdotool("keydown", keys["RIGHT"], "keydown", keys["A"])
@@ -145,6 +147,44 @@ def session(scale: int, seconds: float, keymap: KeyMap, seed: int, p2: str, xvfb
             "shown": len(timing.shown), "read": len(timing.read), "recorded": len(rows["frame_index"])}
 
 
+def model_session(checkpoint: str, steps: int, device: str, seconds: float, keymap: KeyMap, seed: int) -> None:
+    """`wtf play --checkpoint --side-by-side`: P1 holds RIGHT and LEFT in turn for 0.5-1.2 s (longer than a
+    chunk); prints ms per chunk, rows/s and key → screen latency (to the first shown row of a chunk taken
+    after the key went down that holds it)."""
+    from wantofight.play.model import ModelPlaySettings, play_model
+
+    driver = Driver(keymap, seconds, seed, hold=(0.5, 1.2), intro=2.0)
+    driver.start()
+    result = play_model(ModelPlaySettings(checkpoint=checkpoint, state="Fight", side_by_side=True, steps=steps,
+                                          device=device))
+    driver.join()
+    rows = np.concatenate(result.chunks)[:, 0] if result.chunks else np.zeros(0, np.uint16)  # row r: rows[r - 1]
+    taken = np.repeat(result.chunk_taken_at, 8)
+    shown = result.timing.shown
+    latency = []
+    for sent, slot in driver.downs:
+        bit = 1 << SLOT_INDEX[slot]
+        row = next((r for r in range(1, min(result.rows, len(rows)) + 1)
+                    if rows[r - 1] & bit and taken[r - 1] >= sent and r in shown), None)
+        if row is not None:
+            latency.append(shown[row] - sent)
+    ms = np.array(result.chunk_seconds) * 1000
+    lat = np.array(latency) * 1000
+    period = 1000 / 30
+    print(f"wtf play --checkpoint {checkpoint} --side-by-side --steps {steps} --device {device}: "
+          f"{len(ms)} chunks of 8 rows, {result.rows} generated rows shown")
+    print(f"  ms per chunk: mean {ms.mean():.0f}, median {np.median(ms):.0f}, max {ms.max():.0f} "
+          f"(real time at 30 rows/s: {8 * period:.0f})")
+    ticks = np.diff(result.timing.ticks) * 1000
+    print(f"  generated rows/s on screen: {result.rows / max(result.seconds, 1e-9):.1f}; the window's own rows "
+          f"(input read, picture shown): {1000 / ticks.mean():.1f}/s, median {np.median(ticks):.1f} ms apart, "
+          f"max {ticks.max():.0f} ms")
+    if len(lat):
+        print(f"  key -> first generated row holding it on screen: mean {lat.mean():.0f} ms "
+              f"({lat.mean() / period:.1f} rows), max {lat.max():.0f} ms ({lat.max() / period:.1f} rows); "
+              f"{len(lat)} of {len(driver.downs)} presses")
+
+
 def save_screenshot(fbdir: Path, out: Path):
     """Crop the play window out of Xvfb's screen file (an XWD image) and write it as PNG."""
 
@@ -182,11 +222,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--screenshot", type=Path, help="save the last session's window as PNG (docs/play.png)")
     parser.add_argument("--p2", default="idle", help="P2's player (idle keeps P1's x moving only by the keys)")
+    parser.add_argument("--checkpoint", help="measure a model session instead (wtf play --checkpoint)")
+    parser.add_argument("--steps", type=int, default=4, help="with --checkpoint: denoising steps per chunk")
+    parser.add_argument("--device", default="cpu", help="with --checkpoint: cpu or cuda")
     args = parser.parse_args()
     keymap = KeyMap.load()
     with tempfile.TemporaryDirectory() as fbdir:
         server, display = start_xvfb(Path(fbdir))
         os.environ["DISPLAY"] = display
+        if args.checkpoint:
+            try:
+                return model_session(args.checkpoint, args.steps, args.device, args.seconds, keymap, args.seed)
+            finally:
+                server.terminate()
+                server.wait()
         try:
             scales = [int(s) for s in args.scales.split(",")]
             results = []

@@ -41,6 +41,9 @@ class Timing:
     """Row t → when frame t was on screen (after the window's flip)."""
     pauses: list[tuple[int, float]] = field(default_factory=list)
     """(row, seconds) for each pause, after showing that row."""
+    ticks: list[float] = field(default_factory=list)
+    """Every input read in order: one per row on the emulator; a model session also ticks while it waits
+    for the next generated row."""
 
     def read_intervals(self) -> np.ndarray:
         """Seconds between consecutive input reads (the emulator's frame times), pauses left out."""
@@ -163,6 +166,7 @@ class Window:
             self.timing.pauses.append((row, time.perf_counter() - paused_at))
             self.next_read = time.perf_counter() + self.period  # the clock restarts after a pause
         self.timing.read[row + 1] = time.perf_counter()
+        self.timing.ticks.append(self.timing.read[row + 1])
         return self.quit
 
     def wait(self) -> None:

@@ -268,3 +268,87 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(display, tmp_path, a
     assert len(output.strip().splitlines()) == 1 and re.search(message, output), output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]  # no --record folder made
     assert [p.name for p in full.iterdir()] == ["notes.txt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# --checkpoint: a tiny stage-2 model's streaming generation on the same keys, the emulator beside it
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny stage-2 checkpoint (one step of training on synthetic latents: it draws noise, fast)."""
+    import torch
+
+    from train_helpers import synthetic_datasets, tiny_config
+    from wantofight.train.stage2 import Stage2Trainer
+
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("ckpt") / "s2"
+    config = tiny_config("max_steps=1")
+    config = type(config).from_dict({**config.to_dict(), "stage": "stage2"})
+    Stage2Trainer(config, None, out, datasets=synthetic_datasets(), progress=False).fit()
+    return out
+
+
+@pytest.mark.slow
+def test_keys_drive_the_models_next_chunks_and_the_emulator_beside_it(display, checkpoint, monkeypatch):
+    """In this process under Xvfb: P1 presses RIGHT after the model's second chunk started and lets go after
+    its fourth, then Esc. The chunks taken before the press have no RIGHT, the ones taken while it was
+    held have it, the emulator beside the model walks P1 right on the rows that hold it, and the window
+    kept reading keys and showing rows while the model worked."""
+    import threading
+
+    from wantofight.play import model
+
+    monkeypatch.setenv("DISPLAY", display)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    taken = []  # one entry per chunk the model started: the session's own clock for the key presses
+    take = model.KeyFeed.take
+    monkeypatch.setattr(model.KeyFeed, "take", lambda self: taken.append(1) or take(self))
+
+    def until(chunks: int) -> None:
+        deadline = time.monotonic() + 120
+        while len(taken) < chunks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def player() -> None:
+        wait_for_window(display, type("Me", (), {"pid": os.getpid(), "poll": lambda self: None})())
+        until(2)
+        xdotool(display, "keydown", keysym(KEYMAP.players[0]["RIGHT"]))
+        until(4)
+        xdotool(display, "keyup", keysym(KEYMAP.players[0]["RIGHT"]))
+        until(5)
+        xdotool(display, "key", keysym(KEYMAP.quit[0]))
+
+    thread = threading.Thread(target=player, daemon=True)
+    thread.start()
+    result = model.play_model(model.ModelPlaySettings(checkpoint=str(checkpoint), state="Fight", side_by_side=True,
+                                                      steps=1))
+    thread.join(timeout=60)
+
+    right = [bool(np.any(chunk[:, 0] & RIGHT)) for chunk in result.chunks]
+    assert len(right) >= 4 and right[:2] == [False, False] and right[2:4] == [True, True], right
+    assert np.all(result.chunks[3][:, 0] & RIGHT)  # held during the whole chunk before it: every row
+    assert not np.any(np.concatenate(result.chunks)[:, 1])  # P2 pressed nothing
+    x = np.array(result.emulator_x)  # row 0, then one entry per generated row shown
+    assert len(x) == result.rows + 1
+    rows = np.concatenate(result.chunks)[:result.rows, 0]  # generated row r is rows[r - 1]
+    held = np.flatnonzero(rows & RIGHT) + 1
+    assert len(held) >= 1 and np.all(x[held] > x[held - 1])  # P1 walks right in the emulator on those rows
+    assert np.all(x[1:held[0]] == x[0])  # and stood before them
+    ticks = np.diff(result.timing.ticks)  # the window's rows, with or without a new generated frame
+    assert len(ticks) > result.rows and np.median(ticks) < 0.05  # it kept its 30 rows/s while chunks generated
+
+
+def test_checkpoint_sessions_refuse_what_they_cannot_do(tmp_path):
+    for args, message in (
+        (["--checkpoint", str(tmp_path / "nothing")], r"no checkpoint at .*nothing .*shipped"),
+        (["--checkpoint", "x", "--record", str(tmp_path / "r")], r"--record applies to emulator sessions only"),
+        (["--checkpoint", "x", "--p2", "scripted"], r"--p2 scripted: a --checkpoint session has two human players"),
+        (["--side-by-side"], r"--side-by-side applies to --checkpoint sessions only"),
+    ):
+        result = runner.invoke(app, ["play", *args])
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1 and re.search(message, result.output), result.output
+    assert list(tmp_path.iterdir()) == []

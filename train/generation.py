@@ -22,7 +22,7 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -243,39 +243,56 @@ def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarr
 
     prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; masks (1 + N, 2) rows 0..N; refs (1, P, 3, s, s).
     """
-    from wantofight.train.validation import to_uint8
-    from wantofight_model.generate import StreamingGenerator
-
-    config = loaded.config
-    L = config.chunk_frames
+    L = loaded.config.chunk_frames
     T0 = prompt.shape[2]
     total = len(masks)
     if total <= T0:
         raise GenerationError(f"the key file covers rows 1..{total - 1} but the first frames already cover rows "
                               f"0..{T0 - 1}: nothing to generate (give more key-file rows)")
-    device = next(loaded.model.parameters()).device
-    keys = keys_tensor(masks).to(device)
     n_chunks = -(-(total - T0) // L)
-    padded = torch.zeros(1, T0 + n_chunks * L, *keys.shape[2:], device=device)
-    padded[:, :total] = keys  # released keys pad the last chunk
+    padded = np.zeros((T0 + n_chunks * L, 2), np.uint16)
+    padded[:total] = masks  # released keys pad the last chunk
+    chunks = (padded[T0 + c * L:T0 + (c + 1) * L] for c in range(n_chunks))
+    row = 0
+    for frames, rows in stream_keyed_chunks(loaded, prompt, masks[:T0], chunks, refs, steps, sampler, seed,
+                                            prompt_sigma):
+        frames = frames[:total - row]
+        yield frames, rows[:len(frames)]
+        row += len(frames)
+
+
+def stream_keyed_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, prompt_masks: np.ndarray,
+                        chunk_masks: Iterable[np.ndarray], refs: torch.Tensor, steps: int = 4,
+                        sampler: str | None = None, seed: int = 0,
+                        prompt_sigma: float = 0.0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (frames (t, H, W, 3) uint8, masks (t, 2)) for the prompt, then one chunk of 8 frames for each
+    (8, 2) entry of `chunk_masks`, which is read only when the model is ready for that chunk: a live
+    source (`wtf play --checkpoint`) decides a chunk's keys as late as the rolling cache allows.
+
+    prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; prompt_masks (1 + 8 m, 2), row 0 holding none; refs (1, P, 3, s, s).
+    """
+    from wantofight.train.validation import to_uint8
+    from wantofight_model.generate import StreamingGenerator
+
+    device = next(loaded.model.parameters()).device
+    taken: list[np.ndarray] = []
 
     def key_stream():
-        for c in range(n_chunks):
-            yield padded[:, T0 + c * L:T0 + (c + 1) * L]
+        for masks in chunk_masks:
+            taken.append(np.asarray(masks, np.uint16))
+            yield keys_tensor(taken[-1]).to(device)  # (1, 8, 2, 16)
 
     generator = StreamingGenerator(loaded.model, loaded.vae, sampler=sampler or loaded.default_sampler)
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         latent_prompt = loaded.vae.encode(prompt.to(device))
         decoder = loaded.vae.streaming_decoder()
-        yield to_uint8(decoder.decode(latent_prompt)[0]), masks[:T0]
+        yield to_uint8(decoder.decode(latent_prompt)[0]), prompt_masks
         chunks = generator.generate_latents(latent_prompt, key_stream(), refs.to(device), steps,
-                                            prompt_keys=padded[:, :T0], generator=gen, prompt_sigma=prompt_sigma)
-        row = T0
+                                            prompt_keys=keys_tensor(prompt_masks).to(device), generator=gen,
+                                            prompt_sigma=prompt_sigma)
         for latents in chunks:
-            frames = to_uint8(decoder.decode(latents)[0])[:total - row]
-            yield frames, masks[row:row + len(frames)]
-            row += len(frames)
+            yield to_uint8(decoder.decode(latents)[0]), taken.pop(0)
 
 
 class Mp4Writer:
