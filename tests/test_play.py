@@ -274,6 +274,16 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(display, tmp_path, a
 # --checkpoint: a tiny stage-2 model's streaming generation on the same keys, the emulator beside it
 
 
+def test_a_chunk_takes_every_key_read_since_the_last_one():
+    from wantofight.play.model import spread
+
+    R = (RIGHT, 0)
+    rows = spread([(0, 0)] * 7 + [R] + [(0, 0)] * 8, 8, (0, 0))  # a one-row tap among 16 reads
+    assert rows[:, 0].tolist() == [0, 0, 0, RIGHT, 0, 0, 0, 0]
+    assert spread([R, (0, A)], 8, (0, 0)).tolist() == [[RIGHT, 0]] * 4 + [[0, A]] * 4  # fewer reads than rows
+    assert spread([], 8, (0, A)).tolist() == [[0, A]] * 8  # none (the model outran the window): the keys held
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny stage-2 checkpoint (one step of training on synthetic latents: it draws noise, fast)."""
