@@ -18,6 +18,7 @@ an episode folder's start.state (its row 0 is the prompt), or the game's start s
 
 from __future__ import annotations
 
+import bisect
 import queue
 import threading
 import time
@@ -170,7 +171,7 @@ class Generation(threading.Thread):
                     self.frames.put(("row", frame, (int(row[0]), int(row[1]))))
                 if self.stop.is_set():
                     break
-        except BaseException as err:  # the window re-raises it
+        except Exception as err:  # the window re-raises it
             self.frames.put(("error", err, None))
 
 
@@ -182,10 +183,13 @@ class EmulatorPanel:
     """The game stepped one row at a time with given keys (no recording): `--side-by-side`, and the
     prompt frame when none is given. Row 0 is the screen after `frame_skip` steps with no keys."""
 
-    def __init__(self, game: GameSpec, state: str, start: bytes | None, fps: int):
+    def __init__(self, game: GameSpec, state: str, start: bytes | None, fps: int, first_skip: int | None = None):
+        """first_skip: emulator steps of row 0 when it differs from the session's (an episode recorded at
+        another fps, whose row 0 is the prompt)."""
         from wantofight.collect.emulator import make_env
 
         self.game, self.skip = game, 60 // fps
+        self.next_skip = first_skip or self.skip
         self.env = make_env(game.retro_game, state=state, players=game.players)
         self.env.em.set_state(start if start is not None else self.env.initial_state)
         self.env.data.reset()
@@ -194,8 +198,9 @@ class EmulatorPanel:
         em = self.env.em
         for p in range(self.game.players):
             em.set_button_mask(self.game.buttons.to_buttons(masks[p]), p)
-        for _ in range(self.skip):
+        for _ in range(self.next_skip):
             em.step()
+        self.next_skip = self.skip
         return em.get_screen()
 
     def ram(self) -> dict[str, int]:
@@ -220,21 +225,25 @@ def default_refs(game: GameSpec) -> tuple[str, ...]:
     return refs
 
 
-def first_frame(settings: ModelPlaySettings, game: GameSpec, state: str) -> tuple[np.ndarray, bytes | None]:
-    """The prompt frame (H, W, 3) and the savestate the emulator starts from to show it (None: `state`)."""
+def first_frame(settings: ModelPlaySettings, game: GameSpec, state: str) -> tuple[np.ndarray, bytes | None, int | None]:
+    """The prompt frame (H, W, 3), and the savestate and row-0 steps the emulator starts from to show it
+    (None: `state`, the session's own)."""
+    import json
+
     from wantofight.collect import episode_files as files
     from wantofight.train.generation import read_frames
 
     source = settings.first_frames
     if source is not None and source.is_dir():
-        if not (source / "video.mp4").is_file() or not (source / "start.state").is_file():
-            raise ModelPlayError(f"--first-frames {source}: not an episode folder (video.mp4 and start.state)")
-        return read_frames(source / "video.mp4")[0], files.read_state(source / "start.state")
+        if not all((source / name).is_file() for name in ("video.mp4", "start.state", "meta.json")):
+            raise ModelPlayError(f"--first-frames {source}: not an episode folder (video.mp4, start.state, meta.json)")
+        skip = json.loads((source / "meta.json").read_text()).get("frame_skip")
+        return read_frames(source / "video.mp4")[0], files.read_state(source / "start.state"), skip
     if source is not None:
-        return read_frames(source)[0], None
+        return read_frames(source)[0], None, None
     panel = EmulatorPanel(game, state, None, settings.fps)
     try:
-        return panel.row((0, 0)), None
+        return panel.row((0, 0)), None, None
     finally:
         panel.close()
 
@@ -253,10 +262,10 @@ def play_model(settings: ModelPlaySettings) -> ModelPlayResult:
         raise ModelPlayError(str(err)) from None
     loaded = load_generator(settings.checkpoint, device=settings.device)
     refs = reference_images(list(settings.refs or default_refs(game)), loaded.config)
-    frame, start = first_frame(settings, game, state)
+    frame, start, first_skip = first_frame(settings, game, state)
     prompt = prompt_frames(frame[None], loaded.config, 1)  # (1, 3, 1, H, W)
     size = (loaded.config.height, loaded.config.width)
-    emulator = EmulatorPanel(game, state, start, settings.fps) if settings.side_by_side else None
+    emulator = EmulatorPanel(game, state, start, settings.fps, first_skip) if settings.side_by_side else None
     try:
         picture = compose(frame_for_model(frame, size), emulator.row((0, 0)) if emulator else None, size)
         window = Window(f"wtf play - {loaded.config.height}x{loaded.config.width} model", picture.shape[:2],
@@ -341,8 +350,8 @@ def status(shown: list[float], chunk_seconds: list[float]) -> str:
     if len(shown) < 2:
         return "GEN: STARTING"
     now = time.perf_counter()
-    recent = [t for t in shown[1:] if now - t <= ROLLING]
+    recent = len(shown) - max(bisect.bisect_left(shown, now - ROLLING), 1)  # rows shown in the window, prompt aside
     span = min(ROLLING, now - shown[1])
-    fps = len(recent) / span if span > 0 else 0.0
+    fps = recent / span if span > 0 else 0.0
     ms = 1000 * sum(chunk_seconds[-4:]) / len(chunk_seconds[-4:]) if chunk_seconds else 0.0
     return f"GEN {fps:.1f} FPS  {ms:.0f} MS/CHUNK"

@@ -351,6 +351,25 @@ def test_keys_drive_the_models_next_chunks_and_the_emulator_beside_it(display, c
     assert len(ticks) > result.rows and np.median(ticks) < 0.05  # it kept its 30 rows/s while chunks generated
 
 
+@pytest.mark.parametrize("fps", [60, 30])
+def test_an_episode_prompt_is_the_emulators_row_0_beside_it(recorded, fps):
+    """--first-frames EP: the prompt is the episode's row 0 and the emulator beside the model starts
+    there, whatever fps the episode was recorded at (the session's rows are at 30)."""
+    from wantofight.collect.game_registry import resolve_game
+    from wantofight.collect.episode_files import read_video
+    from wantofight.play.model import EmulatorPanel, ModelPlaySettings, first_frame
+
+    episode = recorded(policy="random", episodes=1, max_frames=4, fps=fps, seed=2) / "episodes" / "ep000000"
+    game = resolve_game("duel")
+    frame, start, skip = first_frame(ModelPlaySettings("unused", first_frames=episode), game, game.default_state)
+    assert np.array_equal(frame, read_video(episode / "video.mp4")[0])
+    panel = EmulatorPanel(game, game.default_state, start, 30, skip)
+    try:
+        assert np.array_equal(panel.row((0, 0)), frame)
+    finally:
+        panel.close()
+
+
 def test_checkpoint_sessions_refuse_what_they_cannot_do(tmp_path):
     for args, message in (
         (["--checkpoint", str(tmp_path / "nothing")], r"no checkpoint at .*nothing .*shipped"),
