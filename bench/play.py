@@ -17,6 +17,7 @@ scales run side by side in one run, under the same load. Per scale it prints:
     python bench/play.py > bench/results/play.txt
     python bench/play.py --scales 3 --seconds 4 --p2 scripted --screenshot docs/play.png   # docs/play.md's picture
     python bench/play.py --checkpoint RUN --steps 4 --seconds 20    # a model session (wtf play --checkpoint)
+    python bench/play.py --checkpoint RUN --seconds 6 --screenshot docs/play-model.png
 """
 
 from __future__ import annotations
@@ -147,13 +148,14 @@ def session(scale: int, seconds: float, keymap: KeyMap, seed: int, p2: str, xvfb
             "shown": len(timing.shown), "read": len(timing.read), "recorded": len(rows["frame_index"])}
 
 
-def model_session(checkpoint: str, steps: int, device: str, seconds: float, keymap: KeyMap, seed: int) -> None:
+def model_session(checkpoint: str, steps: int, device: str, seconds: float, keymap: KeyMap, seed: int,
+                  screenshot=None) -> None:
     """`wtf play --checkpoint --side-by-side`: P1 holds RIGHT and LEFT in turn for 0.5-1.2 s (longer than a
     chunk); prints ms per chunk, rows/s and key → screen latency (to the first shown row of a chunk taken
     after the key went down that holds it)."""
     from wantofight.play.model import ModelPlaySettings, play_model
 
-    driver = Driver(keymap, seconds, seed, hold=(0.5, 1.2), intro=2.0)
+    driver = Driver(keymap, seconds, seed, screenshot, hold=(0.5, 1.2), intro=2.0)
     driver.start()
     result = play_model(ModelPlaySettings(checkpoint=checkpoint, state="Fight", side_by_side=True, steps=steps,
                                           device=device))
@@ -232,7 +234,8 @@ def main() -> None:
         os.environ["DISPLAY"] = display
         if args.checkpoint:
             try:
-                return model_session(args.checkpoint, args.steps, args.device, args.seconds, keymap, args.seed)
+                shot = save_screenshot(Path(fbdir), args.screenshot) if args.screenshot else None
+                return model_session(args.checkpoint, args.steps, args.device, args.seconds, keymap, args.seed, shot)
             finally:
                 server.terminate()
                 server.wait()
