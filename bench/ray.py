@@ -63,7 +63,10 @@ def main() -> int:
     from wantofight.collect.run import RunSettings, collect
     from wantofight.datasets.latent_cache import encode_dataset
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    # worker_niceness 0: Ray's default (15) starves its workers whenever anything else runs, while the
+    # local workers run at our priority; side by side, both must compete alike (wantofight/cluster.py).
+    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False,
+             _system_config={"worker_niceness": 0})
     cluster = Cluster("local", workers=args.cpus)
     settings = RunSettings(policy="scripted", p2_policy="random", episodes=args.episodes, max_frames=args.frames,
                            fps=30, seed=1)

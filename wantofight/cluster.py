@@ -69,6 +69,10 @@ def connect(cluster: Cluster) -> None:
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
     if cluster.address == "local":
         options["include_dashboard"] = False
+        # Ray starts its workers at nice 15 (raylet's worker_niceness) so its daemons stay responsive on a
+        # cluster node; on one shared machine that makes `--ray local` lose every core to any other job,
+        # where `--workers` processes run at the caller's priority. Same priority as --workers.
+        options["_system_config"] = {"worker_niceness": 0}
     try:
         with quiet_stderr():  # Ray's C++ core prints a warning a second while it cannot find the head
             ray.init(address=None if cluster.address == "local" else cluster.address, **options)
