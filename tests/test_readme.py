@@ -6,6 +6,8 @@ tells the reader so (`# not run by the README test: WHY`):
     <!-- long: skipped by tests/test_readme.py -->    half an hour or more, or until Ctrl-C (PPO, bench/, a server)
     <!-- gpu: skipped by tests/test_readme.py -->     needs a GPU, torchrun or local Wan2.1 weights
     <!-- setup: skipped by tests/test_readme.py -->   installs the package or runs the test suite itself
+    <!-- display: skipped by tests/test_readme.py --> a window and a person at the keyboard (wtf play)
+    <!-- cluster: skipped by tests/test_readme.py --> a Ray cluster started beforehand (--ray auto)
 
 Every other block runs (bash with `bash -euo pipefail`, Python with this interpreter) in a temporary
 folder that holds only links to what the commands read from the repository (the game's key files and
@@ -28,7 +30,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_KINDS = ("long", "gpu", "setup")
+SKIP_KINDS = ("long", "gpu", "setup", "display", "cluster")
 LANGUAGES = ("bash", "python")
 MARKER = re.compile(r"<!--\s*(\w+):.*-->")
 REPO_LINKS = ("collect",)
