@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from model_helpers import one_torch_thread  # noqa: F401
 from test_browser import page  # noqa: F401
-from train_helpers import synthetic_datasets, tiny_config
+from train_helpers import tiny_stage2_checkpoint
 from wantofight.annotate.rules import rules_for
 from wantofight.benchmark import scoring as sc
 from wantofight.benchmark.labels import STATE_CLASSES, LabelError, fields_for, screen_truth
@@ -223,14 +223,7 @@ def test_suite_refuses_an_existing_folder_and_a_game_without_the_ram_names(runs,
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    torch.set_num_threads(1)
-    out = tmp_path_factory.mktemp("ckpt") / "s2"
-    config = tiny_config("max_steps=1")
-    config = type(config).from_dict({**config.to_dict(), "stage": "stage2"})
-    from wantofight.train.stage2 import Stage2Trainer
-
-    Stage2Trainer(config, None, out, datasets=synthetic_datasets(), progress=False).fit()
-    return out
+    return tiny_stage2_checkpoint(tmp_path_factory.mktemp("ckpt") / "s2")
 
 
 @pytest.fixture(scope="module")

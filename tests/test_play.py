@@ -287,17 +287,9 @@ def test_a_chunk_takes_every_key_read_since_the_last_one():
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny stage-2 checkpoint (one step of training on synthetic latents: it draws noise, fast)."""
-    import torch
+    from train_helpers import tiny_stage2_checkpoint
 
-    from train_helpers import synthetic_datasets, tiny_config
-    from wantofight.train.stage2 import Stage2Trainer
-
-    torch.set_num_threads(1)
-    out = tmp_path_factory.mktemp("ckpt") / "s2"
-    config = tiny_config("max_steps=1")
-    config = type(config).from_dict({**config.to_dict(), "stage": "stage2"})
-    Stage2Trainer(config, None, out, datasets=synthetic_datasets(), progress=False).fit()
-    return out
+    return tiny_stage2_checkpoint(tmp_path_factory.mktemp("ckpt") / "s2")
 
 
 @pytest.mark.slow

@@ -165,6 +165,15 @@ def synthetic_datasets(n: int = 12, frames: int = FRAMES) -> dict:
     return {"train": SyntheticLatentDataset(n, frames, seed=0), "val": SyntheticLatentDataset(6, frames, seed=1)}
 
 
+def tiny_stage2_checkpoint(out):
+    """A tiny stage-2 run in `out`: one step on synthetic latents (a checkpoint to sample from, fast)."""
+    from wantofight.train.stage2 import Stage2Trainer
+
+    torch.set_num_threads(1)
+    Stage2Trainer(stage_config("stage2", "max_steps=1"), None, out, datasets=synthetic_datasets(), progress=False).fit()
+    return out
+
+
 def losses(run_dir) -> dict[int, float]:
     from wantofight.train.metrics import read_metrics
 
