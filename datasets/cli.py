@@ -37,7 +37,8 @@ def encode_command(
     batch_size: int = typer.Option(1, help="Windows per VAE call."),
     workers: int = typer.Option(0, help="Decoding worker processes (with --ray: actors, one VAE each; default one "
                                         "per CPU of the cluster)."),
-    device: str = typer.Option("auto", help="cpu, cuda, cuda:N, or auto (cuda when available)."),
+    device: str = typer.Option("auto", help="cpu, cuda, cuda:N, or auto (cuda when available). With --ray: cuda "
+                                            "gives each worker one GPU of its node; auto, when the cluster has GPUs."),
     exclude: Optional[Path] = typer.Option(None, help="Curators' exclude file (docs/curriculum.md)."),
     skip_corrupt: bool = typer.Option(False, help="Skip and count corrupt clips instead of failing."),
     shard_size_mb: float = typer.Option(256.0, help="Approximate shard size in MB."),
@@ -57,7 +58,7 @@ def encode_command(
         if device == "auto":
             import torch
 
-            device = "cuda" if torch.cuda.is_available() and cluster is None else "cpu"
+            device = "auto" if cluster is not None else "cuda" if torch.cuda.is_available() else "cpu"
         manifest = encode_dataset(ds_dir, out, vae=vae, clip=clip, frames=frames, size=hw, ref_size=ref_size,
                                   tiers=tiers, batch_size=batch_size, workers=workers, device=device,
                                   exclude=exclude, skip_corrupt=skip_corrupt, shard_size_mb=shard_size_mb,

@@ -248,20 +248,22 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
                    shard_size_mb: float = 256.0, clip_model: str = "ViT-H-14", resize: str = "stretch",
                    progress: bool = True, warn=None, cluster=None) -> dict:
     """Encode every window of DS_DIR's clips (both splits) into LATENT_DIR; returns the manifest. With
-    a Ray `cluster`, units are encoded by its actors (one VAE each, on CPU) into part files that a
-    rerun reuses; the cache is the same, byte for byte."""
+    a Ray `cluster`, units are encoded by its actors (one VAE each, on a CPU or, with `device` cuda or
+    auto on a cluster with GPUs, on a GPU each) into part files that a rerun reuses; on CPUs the cache
+    is the same, byte for byte, as the local run's."""
     if size[0] % 8 or size[1] % 8:
         raise ValueError(f"size {size[0]}x{size[1]} must be a multiple of 8 (the VAE downsamples 8x)")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if cluster is not None and device != "cpu":
-        raise ValueError(f"--ray encodes on the cluster's CPUs; --device {device} is for local runs")
+    if cluster is not None:
+        device = ray_device(cluster, device)
     warn = warn or (lambda message: None)
     tiers = parse_tiers(tiers)
     dataset_args = (ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize)
     datasets = open_datasets(*dataset_args)
-    vae_model, vae_info = load_vae(vae, device)
-    clip_model_, clip_info = load_clip(clip, clip_model, device) if clip else (None, None)
+    here = "cpu" if cluster is not None else device  # on a cluster the driver's copies only name the weights
+    vae_model, vae_info = load_vae(vae, here)
+    clip_model_, clip_info = load_clip(clip, clip_model, here) if clip else (None, None)
     units = plan_units(datasets, batch_size)
     out = Path(out)
     parts_dir = out / f".parts-{encode_digest(vae_info, clip_info, dataset_args, batch_size, ds_dir)}"
@@ -270,8 +272,8 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
         if cluster is not None:  # every actor is set up before anything is written
             from wantofight.cluster import RayPool
 
-            pool = stack.enter_context(RayPool(cluster, setup=open_encoders, setup_args=(dataset_args, (vae, clip,
-                                                                                                   clip_model)), warn=warn))
+            pool = stack.enter_context(RayPool(cluster, setup=open_encoders, warn=warn, gpus=1 if device == "cuda" else 0,
+                                               setup_args=(dataset_args, (vae, clip, clip_model), device)))
             pool.start(len(missing_parts(units, parts_dir)))
         return _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args, batch_size,
                        shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
@@ -378,24 +380,38 @@ def encode_digest(vae_info: dict, clip_info: dict | None, dataset_args: tuple, b
 # On a Ray cluster: one VAE per actor, one part file per unit
 
 
-def open_encoders(dataset_args: tuple, models: tuple):
-    """An actor's state: the datasets and the encoders (on CPU)."""
+def ray_device(cluster, device: str) -> str:
+    """`cpu` or `cuda` for the actors: each holds one GPU of its node when `cuda`; `auto` is `cuda` when
+    the cluster offers GPUs. `cuda:N` names a GPU of this machine, which a cluster's actors cannot."""
+    if device == "auto":
+        from wantofight.cluster import cluster_gpus, connect
+
+        connect(cluster)
+        return "cuda" if cluster_gpus() >= 1 else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device} with --ray: use cuda (one GPU per worker, as Ray assigns them), cpu or "
+                         "auto")
+    return device
+
+
+def open_encoders(dataset_args: tuple, models: tuple, device: str = "cpu"):
+    """An actor's state: the datasets, the encoders (on `device`: its own GPU for `cuda`) and the device."""
     vae, clip, clip_model = models
-    return (open_datasets(*dataset_args), load_vae(vae, "cpu")[0],
-            load_clip(clip, clip_model, "cpu")[0] if clip else None)
+    return (open_datasets(*dataset_args), load_vae(vae, device)[0],
+            load_clip(clip, clip_model, device)[0] if clip else None, device)
 
 
 def encode_part(state, unit: Unit, batch_size: int, skip_corrupt: bool, parts_dir: Path) -> int:
     """Encode one unit into `parts_dir/<tier>/<split>-NNNNN.parquet` (temporary name, then renamed; the
     corrupt windows skipped go in its metadata). A part already there is kept. Returns the windows done."""
-    datasets, vae, clip = state
+    datasets, vae, clip, device = state
     path = parts_dir / f"{unit.name}.parquet"
     if path.is_file():
         return len(unit.windows)
     corrupt: list[str] = []
     ds = datasets[unit.split]
     items = (_Windows.load(ds, i, start) for i, start in unit.windows)
-    rows = [row for batch in encode_items(items, unit.split, vae, clip, "cpu", batch_size, skip_corrupt,
+    rows = [row for batch in encode_items(items, unit.split, vae, clip, device, batch_size, skip_corrupt,
                                           corrupt.append) for row in batch]
     schema = latent_schema()
     schema = schema.with_metadata({**schema.metadata, b"wantofight.corrupt": json.dumps(corrupt).encode()})

@@ -218,3 +218,20 @@ def test_ray_without_the_extra_names_it(monkeypatch, tmp_path):
     result = runner.invoke(app, ["annotate", str(tmp_path), "--ray", "auto"])
     assert result.exit_code == 2
     assert 'needs ray, which comes with the [ray] extra: pip install -e ".[ray]"' in " ".join(result.output.split())
+
+
+def test_encode_on_gpus_needs_a_cluster_with_gpus(cluster, recorded, tmp_path):
+    """`--device cuda` gives each actor a GPU of its node; on this CPU-only cluster it is a one-line error
+    that writes nothing (`auto`, the default, encodes on the CPUs: the byte-equality test above)."""
+    run, ds = tmp_path / "run", tmp_path / "ds"
+    shutil.copytree(recorded(policy="scripted", episodes=1, max_frames=60), run)
+    invoke("build-curriculum", str(run), "--out", str(ds), "--clip-frames", "17", "--stride", "8")
+    for device, expected in (("cuda", f"the Ray cluster at {cluster.address} has no GPU (its nodes offer 0); use "
+                                      "--device cpu"),
+                             ("cuda:1", "--device cuda:1 with --ray: use cuda")):
+        out = tmp_path / f"latents-{device}"
+        result = runner.invoke(app, ["encode", str(ds), "--out", str(out), "--vae", "tiny", "--frames", "9",
+                                     "--size", "16x32", "--ray", cluster.address, "--device", device])
+        assert result.exit_code == 2, result.output
+        assert expected in " ".join(result.output.split())
+        assert len(result.output.strip().splitlines()) <= 2 and not out.exists()

@@ -118,6 +118,13 @@ def cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
+def cluster_gpus() -> float:
+    """GPUs the cluster's nodes offer (0 on CPU-only nodes)."""
+    import ray
+
+    return float(ray.cluster_resources().get("GPU", 0))
+
+
 # -------------------------------------------------------------------------------------------------
 # The actor
 
@@ -172,6 +179,9 @@ class RayPool:
     setup_args: tuple = ()
     warn: Callable[[str], None] | None = None
     """Hears one line per retry."""
+    gpus: float = 0
+    """GPUs each actor holds (Ray gives it those, as CUDA_VISIBLE_DEVICES, so `cuda` in the actor is its
+    own); 0: CPU actors."""
     retried: list[str] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
 
@@ -194,8 +204,14 @@ class RayPool:
         import ray
 
         connect(self.cluster)
-        self._remote = ray.remote(num_cpus=1, max_restarts=0)(Worker)
-        wanted = min(self.cluster.workers or cluster_cpus(), cluster_cpus(), max(units, 1))  # all can start
+        self._remote = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=0)(Worker)
+        slots = cluster_cpus()
+        if self.gpus:
+            if cluster_gpus() < self.gpus:
+                raise ClusterError(f"the Ray cluster at {self.cluster.address} has no GPU (its nodes offer "
+                                   f"{cluster_gpus():g}); use --device cpu, or start the nodes with GPUs")
+            slots = min(slots, int(cluster_gpus() // self.gpus))
+        wanted = min(self.cluster.workers or slots, slots, max(units, 1))  # all can start
         for _ in range(wanted):
             self._spawn()
         while self._starting:
