@@ -13,7 +13,6 @@ import json
 import multiprocessing as mp
 import os
 import queue
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -322,18 +321,17 @@ def collect_on_ray(cluster: Cluster, settings: RunSettings, game: GameSpec, conf
             started_run = True
             frame_count, started = 0, time.perf_counter()
             with progress_bar(len(jobs), progress) as bar:
-                try:
-                    units = [(job, episodes_dir) for job in jobs]
-                    for _, result in pool.imap(record_episode, units, [job.episode_id for job in jobs]):
-                        results.append(result)
-                        frame_count += result.frames
-                        bar.advance(frames=frame_count, fps=frame_count / max(time.perf_counter() - started, 1e-9))
-                finally:
-                    if sys.exc_info()[0] is not KeyboardInterrupt:  # then actors are still being ended
-                        files.remove_leftovers(episodes_dir)  # of actors that died; the others are idle
+                units = [(job, episodes_dir) for job in jobs]
+                for _, result in pool.imap(record_episode, units, [job.episode_id for job in jobs]):
+                    results.append(result)
+                    frame_count += result.frames
+                    bar.advance(frames=frame_count, fps=frame_count / max(time.perf_counter() - started, 1e-9))
             say(pool.summary("collect", len(jobs), "episodes"))
     except ClusterError as err:
         raise CollectError(f"{err}{'; add --resume to record the rest' if started_run else ''}") from None
     except OSError as err:
         raise CollectError(unwritable(episodes_dir, err)) from None
+    finally:  # the pool has ended its actors: what dead or interrupted ones left unfinished goes
+        if started_run:
+            files.remove_leftovers(episodes_dir)
     return results

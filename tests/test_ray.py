@@ -235,3 +235,24 @@ def test_encode_on_gpus_needs_a_cluster_with_gpus(cluster, recorded, tmp_path):
         assert result.exit_code == 2, result.output
         assert expected in " ".join(result.output.split())
         assert len(result.output.strip().splitlines()) <= 2 and not out.exists()
+
+
+def test_ctrl_c_on_ray_ends_the_actors_and_keeps_only_complete_episodes(tmp_path):
+    """The terminal's SIGINT during `collect --ray local`: one line, exit 130, every published episode whole
+    (replay --verify), no temporary folder left, and `--resume` finishes the run."""
+    from test_cli import assert_stopped_cleanly, interrupted
+
+    from wantofight.collect.replay import verify_episode
+
+    out = tmp_path / "run"
+    args = ["collect", "--policy", "random", "--episodes", "8", "--max-frames", "300", "--fps", "60", "--seed", "5",
+            "--out", str(out)]
+    published = lambda: episode_files.complete_episodes(out / "episodes") if (out / "episodes").is_dir() else []  # noqa: E731
+    proc, seconds = interrupted([*args, "--ray", "local", "--workers", "2"], lambda pid: len(published()) >= 1,
+                                settle=0.3)
+    assert_stopped_cleanly(proc, seconds, "--resume")
+    kept = published()
+    assert 1 <= len(kept) < 8 and not list((out / "episodes").glob(f"{episode_files.TMP_PREFIX}*"))
+    assert all(verify_episode(e).ok for e in kept)
+    invoke(*args, "--resume")
+    assert len(published()) == 8

@@ -20,6 +20,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ DEFAULT_RAY_PORT = 6379
 CONNECT_TIMEOUT_S = 5.0
 WAIT_S = 1.0
 """How long the driver blocks in ray.wait at a time (Ctrl-C is seen between waits)."""
+KILL_WAIT_S = 5.0
+"""How long `close` waits for the actors it ended to be gone."""
 
 
 class ClusterError(RuntimeError):
@@ -280,12 +283,19 @@ class RayPool:
                 f"{retried}")
 
     def close(self) -> None:
-        """End every actor (their unfinished units leave only temporary files)."""
+        """End every actor and wait (at most KILL_WAIT_S) until they are gone, so that what they left
+        half-written (temporary files only) can be removed without one still writing into it."""
         import ray
 
-        for actor in [*self._starting.values(), *self._running.values(), *self._idle]:
+        actors = [*self._starting.values(), *self._running.values(), *self._idle]
+        for actor in actors:
             ray.kill(actor.handle, no_restart=True)
         self._starting, self._running, self._idle = {}, {}, []
+        if actors:  # a call on a killed actor fails once it has exited
+            pending = [actor.handle.ready.remote() for actor in actors]
+            deadline = time.monotonic() + KILL_WAIT_S
+            while pending and time.monotonic() < deadline:
+                _, pending = ray.wait(pending, num_returns=len(pending), timeout=max(0.0, deadline - time.monotonic()))
 
     # ---------------------------------------------------------------------------------------------
 
