@@ -56,8 +56,21 @@ def invoke(*args: str):
 # The same bytes as the local run
 
 
-def test_ray_collect_build_curriculum_and_encode_equal_the_local_run(cluster, tmp_path, monkeypatch):
-    """Relative paths on purpose: actors work in the driver's folder, as on a shared filesystem."""
+@pytest.fixture
+def one_torch_thread():
+    """This process's torch on one thread for the test, as a one-CPU Ray actor's."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_ray_collect_build_curriculum_and_encode_equal_the_local_run(cluster, tmp_path, monkeypatch, one_torch_thread):
+    """Relative paths on purpose: actors work in the driver's folder, as on a shared filesystem. The local
+    run encodes with one torch thread, as each one-CPU actor does: float32 convolutions sum in an order
+    that depends on the thread count (docs/scaling.md)."""
     from wantofight.datasets import latent_cache
 
     monkeypatch.setattr(latent_cache, "UNIT_WINDOWS", 2)  # several units of 2 windows, one batch each

@@ -78,7 +78,7 @@ def connect(cluster: Cluster) -> None:
         options["_system_config"] = {"worker_niceness": 0}
     try:
         with quiet_stderr():  # Ray's C++ core prints a warning a second while it cannot find the head
-            ray.init(address=None if cluster.address == "local" else cluster.address, **options)
+            ray.init(address=cluster.address, **options)  # "local": always a new one-machine cluster
     except (ConnectionError, RuntimeError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ClusterError(f"cannot join a Ray cluster at {cluster.address!r}: {first}") from None
