@@ -30,7 +30,17 @@ def test_vae_compresses_4x_time_8x_space_and_normalises(vae):
         vae.encode(frames[:, :, :8])
 
 
-def test_streaming_decoder_equals_whole_decode(vae):
+@pytest.fixture(scope="module")
+def residual_vae():
+    from dataclasses import replace
+
+    torch.manual_seed(0)
+    return WanVAE.from_config(replace(get_preset("tiny").vae, is_residual=True)).eval()
+
+
+@pytest.mark.parametrize("which", ["vae", "residual_vae"])
+def test_streaming_decoder_equals_whole_decode(which, request):
+    vae = request.getfixturevalue(which)
     z = torch.randn(1, 16, 5, 8, 8)
     whole = vae.decode(z)
     decoder = vae.streaming_decoder()

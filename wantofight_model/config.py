@@ -46,6 +46,9 @@ class VAEConfig:
     """Which spatial downsamples also halve time (diffusers spells it 'temperal'); two -> 4x in time."""
     z_dim: int = 16
     """Latent channels (Wan2.1: 16)."""
+    is_residual: bool = False
+    """Wan2.2's parameter-free shortcuts around every down- and upsampling (diffusers' `is_residual`):
+    the same latent layout; a game VAE with them learns small sprites far faster (docs/model.md)."""
     pretrained: str | None = None
     """Local Wan2.1 diffusers folder (with a `vae/` subfolder or the VAE itself); None = random init."""
 

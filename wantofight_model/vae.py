@@ -47,7 +47,8 @@ class WanVAE(nn.Module):
         with torch.device(device):
             autoencoder = AutoencoderKLWan(base_dim=config.base_dim, z_dim=config.z_dim,
                                            dim_mult=list(config.dim_mult), num_res_blocks=config.num_res_blocks,
-                                           temperal_downsample=list(config.temperal_downsample))
+                                           temperal_downsample=list(config.temperal_downsample),
+                                           is_residual=config.is_residual)
         return cls(autoencoder if dtype == torch.float32 else autoencoder.to(dtype))
 
     @classmethod
