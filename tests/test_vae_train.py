@@ -50,6 +50,7 @@ def test_wtf_train_vae_writes_a_diffusers_folder_with_a_psnr_report(ds_dir, vae_
     assert not staging_dir(vae_dir).exists()  # the run's checkpoints went with the staging folder
     report = json.loads((vae_dir / "report.json").read_text())
     assert set(report["psnr"]) == {"train", "val"} and all(0 < v < 60 for v in report["psnr"].values())
+    assert set(report["fighters_psnr"]) == {"train", "val"} and all(0 < v < 60 for v in report["fighters_psnr"].values())
     assert report["steps"] == 3 and report["size"] == list(SIZE) and report["train_seconds"] > 0
     assert report["parameters"]["total"] == report["parameters"]["encoder"] + report["parameters"]["decoder"] > 0
     assert report["data"]["clips"]["val"] > 0 and report["megabytes"] > 0
@@ -71,6 +72,38 @@ def test_the_trained_vae_round_trips_through_wanvae_with_unit_variance_latents(d
     assert 0.8 < measure(vae, train, 4, SIZE)["latent_rms"] < 1.2
     report = json.loads((vae_dir / "report.json").read_text())
     assert measure(vae, train, 2, SIZE)["psnr"] == pytest.approx(report["psnr"]["train"], abs=1e-3)
+
+
+class _Copy:
+    """A stand-in VAE that returns its input (draws everything) or, with `stage`, only the stage."""
+
+    def __init__(self, stage=None):
+        self.stage = stage
+
+    def encode(self, frames):
+        return frames
+
+    def decode(self, z):
+        return z if self.stage is None else self.stage[None, :, None].expand_as(z)
+
+
+def test_the_fighters_psnr_sees_fighters_the_whole_frame_psnr_hides(ds_dir):
+    """A decoder that draws only the stage still scores a high PSNR over whole frames; the fighters' PSNR
+    (pixels that differ from the stage picture) shows it drew no fighter."""
+    from wantofight.train.game_vae import fighter_mask, stage_picture
+
+    train = ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8")
+    stage = stage_picture(train, 16, SIZE)
+    assert stage.shape == (3, *SIZE)
+    perfect = measure(_Copy(), train, 4, SIZE, stage=stage)
+    assert perfect["psnr"] == perfect["fighters_psnr"] == float("inf")
+    blank = measure(_Copy(stage), train, 4, SIZE, stage=stage)
+    assert blank["psnr"] > blank["fighters_psnr"] + 8, blank
+    assert "fighters_psnr" not in measure(_Copy(), train, 2, SIZE)
+    frames = stage[None, :, None].repeat(1, 1, 2, 1, 1)
+    frames[0, :, 1, 10, 20] = -frames[0, :, 1, 10, 20] + 0.5  # one changed pixel, grown to 3x3 in its frame
+    mask = fighter_mask(frames, stage)
+    assert mask.sum() == 9 and mask[0, 0, 1, 9:12, 19:22].all() and mask[0, 0, 0].sum() == 0
 
 
 def test_wtf_encode_takes_the_trained_vae(ds_dir, vae_dir, tmp_path):

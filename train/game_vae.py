@@ -70,6 +70,9 @@ class VAETrainConfig:
     """KL(posterior || N(0, I)), mean over latent elements: small, as in the Wan and SD VAEs, so the
     posterior stays a distribution without costing reconstruction (at 32 dB the MSE is 2.5e-3; the KL
     term stays near 1e-5)."""
+    sample_posterior: bool = True
+    """Decode a sample of the posterior (mean + std * noise), as the Wan and SD VAEs train; False decodes
+    its mean (a plain autoencoder with a KL term), which the single-frame experiments of docs/model.md used."""
     eval_windows: int = 16
     """Fixed windows (whole frames, `data.frames` long) per split for the PSNR of validation and report."""
     stats_windows: int = 64
@@ -84,6 +87,8 @@ class VAETrainConfig:
         if min(weights) < 0 or self.l1_weight + self.mse_weight == 0:
             raise ConfigError(f"vae loss weights must be >= 0 with l1_weight or mse_weight > 0, got l1 "
                               f"{self.l1_weight}, mse {self.mse_weight}, edge {self.edge_weight}, kl {self.kl_weight}")
+        if not isinstance(self.sample_posterior, bool):
+            raise ConfigError(f"vae.sample_posterior={self.sample_posterior!r} must be true or false")
         if self.eval_windows < 1 or self.stats_windows < 1:
             raise ConfigError(f"vae.eval_windows and vae.stats_windows must be >= 1, got {self.eval_windows}, "
                               f"{self.stats_windows}")
@@ -207,27 +212,60 @@ def eval_indices(n: int, count: int) -> list[int]:
     return sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)}) if n else []
 
 
+def db(squared: float, values: int) -> float:
+    """PSNR in dB of a sum of squared 8-bit errors over `values` values."""
+    mse = squared / max(1, values)
+    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
+
+
 @torch.no_grad()
-def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2) -> dict:
+def stage_picture(dataset, count: int, size: tuple[int, int]) -> torch.Tensor:
+    """The per-pixel median of the first frames of `count` fixed windows, (3, H, W) in [-1, 1]: the stage
+    without the fighters, who stand somewhere else in most of them."""
+    from wantofight.datasets.loader import frames_to_model
+
+    firsts = [frames_to_model(torch.as_tensor(dataset[(i, EVAL_STEP)]["frames"])[None, :1], size)[0, 0]
+              for i in eval_indices(len(dataset), count)]
+    return torch.stack(firsts).median(0).values
+
+
+def fighter_mask(frames: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
+    """(B, 1, T, H, W) 1 where (B, 3, T, H, W) frames differ from the stage picture (the fighters, the HUD's
+    changing parts), grown by one pixel so their outlines count."""
+    differs = ((frames - stage[None, :, None]).abs().sum(1, keepdim=True) > 0.1).float()
+    return torch.nn.functional.max_pool3d(differs, (1, 3, 3), 1, (0, 1, 1))
+
+
+@torch.no_grad()
+def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2,
+            stage: torch.Tensor | None = None) -> dict:
     """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
-    {"psnr": dB over 8-bit RGB, "windows", "latent_std": std of the normalised latents}."""
+    {"psnr": dB over 8-bit RGB, "windows", "latent_rms": RMS of the normalised latents}, and with a
+    `stage` picture (`stage_picture`) "fighters_psnr": dB over the pixels that differ from it only. The
+    stage is most of every frame, so PSNR alone can be high with no fighter drawn (docs/model.md)."""
     from wantofight.datasets.loader import frames_to_model
 
     indices = eval_indices(len(dataset), count)
-    squared, pixels, z_sq, z_n = 0.0, 0, 0.0, 0
+    squared, pixels, z_sq, z_n, fg_squared, fg_values = 0.0, 0, 0.0, 0, 0.0, 0
     for start in range(0, len(indices), batch_size):
         items = [dataset[(i, EVAL_STEP)] for i in indices[start:start + batch_size]]
         frames = frames_to_model(torch.stack([torch.as_tensor(it["frames"]) for it in items]), size)
         frames = frames.transpose(1, 2)  # (B, 3, T, H, W)
         z = vae.encode(frames)
         out = vae.decode(z)
-        squared += (to_uint8(out) - to_uint8(frames)).square().sum().item()
+        errors = (to_uint8(out) - to_uint8(frames)).square()
+        squared += errors.sum().item()
         pixels += frames.numel()
+        if stage is not None:
+            mask = fighter_mask(frames.float(), stage.to(frames))
+            fg_squared += (errors * mask).sum().item()
+            fg_values += int(mask.sum().item()) * 3
         z_sq += z.float().square().sum().item()
         z_n += z.numel()
-    mse = squared / max(1, pixels)
-    return {"psnr": float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse), "windows": len(indices),
-            "latent_rms": math.sqrt(z_sq / max(1, z_n))}
+    result = {"psnr": db(squared, pixels), "windows": len(indices), "latent_rms": math.sqrt(z_sq / max(1, z_n))}
+    if stage is not None:
+        result["fighters_psnr"] = db(fg_squared, fg_values)
+    return result
 
 
 @torch.no_grad()
@@ -342,6 +380,8 @@ class VAETrainer(Trainer):
         shape = (self.model_config.vae.z_dim, 1 + (T - 1) // 4, H // 8, W // 8)
         noise = torch.stack([torch.randn(shape, generator=self.noise_generator(step, micro, self.global_index(b, B)),
                                          device=self.device) for b in range(B)])
+        if not self.settings.sample_posterior:
+            noise = torch.zeros_like(noise)
         with self.autocast():
             out, mean, logvar = self.wrapped(frames, noise)
         per_sample = reconstruction_loss(out, frames, mean, logvar, self.settings)
@@ -360,10 +400,16 @@ class VAETrainer(Trainer):
         split, dataset = self.eval_split()
         self.model.eval()
         try:
-            result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size)
+            result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image())
         finally:
             self.model.train()
-        return {f"{split}_psnr": result["psnr"]}
+        return {f"{split}_psnr": result["psnr"], f"{split}_fighters_psnr": result["fighters_psnr"]}
+
+    def stage_image(self) -> torch.Tensor:
+        """The stage picture of the train split's fixed windows (`stage_picture`), made once."""
+        if getattr(self, "_stage", None) is None:
+            self._stage = stage_picture(self.datasets["train"], self.settings.stats_windows, self.size)
+        return self._stage
 
     # ---- checkpoints ----
     def checkpoint_config(self) -> dict:
@@ -393,9 +439,9 @@ class VAETrainer(Trainer):
         from wantofight_model.vae import WanVAE
 
         vae = WanVAE(ae)
-        psnr = {"train": measure(vae, train, self.settings.eval_windows, self.size)}
+        psnr = {"train": measure(vae, train, self.settings.eval_windows, self.size, stage=self.stage_image())}
         if split == "val":
-            psnr["val"] = measure(vae, held, self.settings.eval_windows, self.size)
+            psnr["val"] = measure(vae, held, self.settings.eval_windows, self.size, stage=self.stage_image())
         staged = self.run_dir / "vae"
         shutil.rmtree(staged, ignore_errors=True)
         ae.save_pretrained(staged, safe_serialization=True)
@@ -426,8 +472,10 @@ class VAETrainer(Trainer):
         return {
             "format": REPORT_FORMAT,
             "psnr": {split: round(m["psnr"], 3) for split, m in psnr.items()},
+            "fighters_psnr": {split: round(m["fighters_psnr"], 3) for split, m in psnr.items()},
             "psnr_note": "dB over 8-bit RGB, whole frames, posterior mode, fixed windows of data.frames frames; "
-                         "val = held-out episodes",
+                         "val = held-out episodes; fighters_psnr: only the pixels that differ from the stage "
+                         "(the per-pixel median of the train windows' first frames), grown by one pixel",
             "normalised_latent_rms": {split: round(m["latent_rms"], 4) for split, m in psnr.items()},
             "windows": {split: m["windows"] for split, m in psnr.items()},
             "size": list(self.size),
