@@ -55,10 +55,6 @@ def encode_command(
     try:
         hw = parse_size(size)
         cluster = ray_cluster(ctx, ray, workers, max_retries)
-        if device == "auto":
-            import torch
-
-            device = "auto" if cluster is not None else "cuda" if torch.cuda.is_available() else "cpu"
         manifest = encode_dataset(ds_dir, out, vae=vae, clip=clip, frames=frames, size=hw, ref_size=ref_size,
                                   tiers=tiers, batch_size=batch_size, workers=workers, device=device,
                                   exclude=exclude, skip_corrupt=skip_corrupt, shard_size_mb=shard_size_mb,

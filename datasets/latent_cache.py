@@ -255,8 +255,7 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
         raise ValueError(f"size {size[0]}x{size[1]} must be a multiple of 8 (the VAE downsamples 8x)")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if cluster is not None:
-        device = ray_device(cluster, device)
+    device = ray_device(cluster, device) if cluster is not None else local_device(device)
     warn = warn or (lambda message: None)
     tiers = parse_tiers(tiers)
     dataset_args = (ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize)
@@ -378,6 +377,15 @@ def encode_digest(vae_info: dict, clip_info: dict | None, dataset_args: tuple, b
 
 # ---------------------------------------------------------------------------------------------
 # On a Ray cluster: one VAE per actor, one part file per unit
+
+
+def local_device(device: str) -> str:
+    """`auto` -> `cuda` when this machine has a GPU, else `cpu`; any other device as given."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def ray_device(cluster, device: str) -> str:

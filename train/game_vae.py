@@ -195,6 +195,12 @@ def reconstruction_loss(out: torch.Tensor, frames: torch.Tensor, mean: torch.Ten
     return loss
 
 
+def db(squared: float, values: int) -> float:
+    """PSNR in dB of a sum of squared 8-bit errors over `values` values."""
+    mse = squared / max(1, values)
+    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
+
+
 def to_uint8(frames: torch.Tensor) -> torch.Tensor:
     """[-1, 1] -> the 8-bit values a video file would hold."""
     return ((frames.float().clamp(-1, 1) + 1) * 127.5).round()
@@ -202,20 +208,13 @@ def to_uint8(frames: torch.Tensor) -> torch.Tensor:
 
 def psnr_8bit(a: torch.Tensor, b: torch.Tensor) -> float:
     """PSNR in dB over 8-bit RGB (as bench/vae_recon.py) of frames in [-1, 1]."""
-    mse = (to_uint8(a) - to_uint8(b)).square().mean().item()
-    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
+    return db((to_uint8(a) - to_uint8(b)).square().sum().item(), a.numel())
 
 
 def eval_indices(n: int, count: int) -> list[int]:
     """`count` clip indices spread evenly over a split of `n` clips (every tier, every episode)."""
     count = min(n, count)
     return sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)}) if n else []
-
-
-def db(squared: float, values: int) -> float:
-    """PSNR in dB of a sum of squared 8-bit errors over `values` values."""
-    mse = squared / max(1, values)
-    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
 
 
 @torch.no_grad()
@@ -378,10 +377,11 @@ class VAETrainer(Trainer):
         frames = batch["frames"]
         B, _, T, H, W = frames.shape
         shape = (self.model_config.vae.z_dim, 1 + (T - 1) // 4, H // 8, W // 8)
-        noise = torch.stack([torch.randn(shape, generator=self.noise_generator(step, micro, self.global_index(b, B)),
-                                         device=self.device) for b in range(B)])
-        if not self.settings.sample_posterior:
-            noise = torch.zeros_like(noise)
+        if self.settings.sample_posterior:
+            noise = torch.stack([torch.randn(shape, generator=self.noise_generator(step, micro, self.global_index(b, B)),
+                                             device=self.device) for b in range(B)])
+        else:  # the posterior mean: mean + std * 0
+            noise = torch.zeros((B, *shape), device=self.device)
         with self.autocast():
             out, mean, logvar = self.wrapped(frames, noise)
         per_sample = reconstruction_loss(out, frames, mean, logvar, self.settings)
