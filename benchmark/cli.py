@@ -155,7 +155,8 @@ def bench_run(
     probe: Path = typer.Option(..., "--probe", help="Probe folder trained at the size the model generates."),
     out: Path = typer.Option(..., "--out", help="Report folder: report.json, index.html, per-case results, videos."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Trainer run or checkpoint folder to score, or a shipped model's name (duel-tiny)."),
-    model: List[str] = typer.Option([], "--model", help="checkpoint, emulator (the ceiling) or first-frame (the floor); repeatable. Default: the checkpoint, else both baselines."),
+    model: List[str] = typer.Option([], "--model", help="checkpoint, emulator (the ceiling), first-frame (the floor) or vae (the emulator's frames through --vae: the ceiling of a model that decodes with it); repeatable. Default: the checkpoint, else both baselines."),
+    vae: Optional[str] = typer.Option(None, "--vae", help="VAE for --model vae: a `wtf train vae` folder, a Wan2.1 diffusers folder, or tiny."),
     keys: str = typer.Option("real", "--keys", help="Key modes for the checkpoint, comma-separated: real, zero, swap-players."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also score emulator and first-frame (reused when the folder has them)."),
     steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk."),
@@ -181,7 +182,7 @@ def bench_run(
     try:
         the_suite, the_probe = Suite(suite), load_probe(probe)
         variants = plan_variants(checkpoint, model or None, [k.strip() for k in keys.split(",") if k.strip()],
-                                 baselines, steps, sampler)
+                                 baselines, steps, sampler, vae)
         chosen = parse_scenarios(scenarios)
         per = cases_to_score(the_suite, max_cases, chosen)
         with Progress("benchmark", total=per * len(variants), unit="cases", detail="{name}", enabled=progress,

@@ -40,8 +40,8 @@ def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
             continue
         cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json"))]
         found.append((json.loads(info_path.read_text()), cases))
-    order = {"emulator": 0, "first-frame": 1}
-    return sorted(found, key=lambda v: (order.get(v[0]["model"], 2), v[0]["name"]))
+    order = {"emulator": 0, "first-frame": 1, "vae": 2}
+    return sorted(found, key=lambda v: (order.get(v[0]["model"], 3), v[0]["name"]))
 
 
 def curve(rows_per_case: list[list]) -> list[float | None]:

@@ -5,7 +5,8 @@ with the probe, and score them against the emulator's RAM (benchmark/scoring.py)
     run_benchmark(Suite("suite/"), load_probe("probe/"), variants, Path("report/"))
 
 A variant is a model and a key mode: `emulator` (the recorded frames: the ceiling, i.e. the probe's
-own accuracy), `first-frame` (the prompt repeated: the floor), or a checkpoint with the case's keys
+own accuracy), `first-frame` (the prompt repeated: the floor), `vae` (the recorded frames encoded and
+decoded by a VAE: the ceiling of any model that decodes with it), or a checkpoint with the case's keys
 (`real`), no keys (`zero`) or each player given the other's keys (`swap-players`). Generation is the
 `wtf generate` path: `train.generation.stream_chunks`, chunk by chunk over the rolling KV cache.
 
@@ -32,7 +33,7 @@ from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe
 from wantofight.benchmark.scenarios import SCENARIOS
 from wantofight.benchmark.suite import Case, Suite
 
-MODELS = ("checkpoint", "emulator", "first-frame")
+MODELS = ("checkpoint", "emulator", "first-frame", "vae")
 KEY_MODES = ("real", "zero", "swap-players")
 REPORT_VERSION = 1
 FIDELITY_FRAMES = 64
@@ -51,9 +52,13 @@ class Variant:
     checkpoint: str | None = None
     steps: int | None = None
     sampler: str | None = None
+    vae: str | None = None
+    """For model `vae`: `tiny` or a `wtf train vae` / Wan2.1 diffusers folder."""
 
     @property
     def name(self) -> str:
+        if self.model == "vae":
+            return f"vae {Path(self.vae).name}"
         if self.model != "checkpoint":
             return self.model
         label = Path(self.checkpoint).name if self.checkpoint else "checkpoint"
@@ -61,15 +66,25 @@ class Variant:
 
     @property
     def slug(self) -> str:
+        if self.model == "vae":  # by the weights, so results of a retrained VAE in the same folder are not reused
+            return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"vae-{Path(self.vae).name}-{vae_digest(self.vae)}")
         if self.model != "checkpoint":
             return self.model
         digest = hashlib.sha1(str(Path(self.checkpoint).resolve()).encode()).hexdigest()[:8]
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(self.checkpoint).name}-{digest}-{self.keys}")
 
 
+def vae_digest(spec: str) -> str:
+    weights = sorted(Path(spec).glob("**/*.safetensors")) if spec != "tiny" else []
+    digest = hashlib.sha1(spec.encode() if spec == "tiny" else b"")
+    for f in weights:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:8]
+
+
 def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None = None,
                   keys: list[str] | None = None, baselines: bool = True, steps: int = 4,
-                  sampler: str | None = None) -> list[Variant]:
+                  sampler: str | None = None, vae: str | Path | None = None) -> list[Variant]:
     """The variants one `wtf benchmark run` scores, in report order (baselines first)."""
     keys = keys or ["real"]
     bad = [k for k in keys if k not in KEY_MODES]
@@ -83,6 +98,14 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
         raise BenchmarkError("--model checkpoint needs --checkpoint CKPT (a trainer run or checkpoint folder)")
     if checkpoint is not None and "checkpoint" not in models:
         models.append("checkpoint")
+    if "vae" in models and vae is None:
+        raise BenchmarkError("--model vae needs --vae VAE_DIR (a `wtf train vae` folder, a Wan2.1 diffusers "
+                             "folder, or tiny)")
+    if vae is not None and "vae" not in models:
+        models.append("vae")
+    if vae is not None and str(vae) != "tiny" and not (Path(vae) / "config.json").is_file():
+        raise BenchmarkError(f"--vae {vae}: no VAE there (a `wtf train vae` folder or a Wan2.1 diffusers folder "
+                             "holds config.json; or pass tiny)")
     if checkpoint is not None and not Path(checkpoint).exists():  # a shipped model's name: its folder
         from wantofight.train.generation import resolve_checkpoint
 
@@ -91,14 +114,16 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
         except FileNotFoundError as err:
             raise BenchmarkError(str(err)) from None
     if keys != ["real"] and "checkpoint" not in models:
-        raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint is given; the emulator and "
-                             "first-frame baselines have no keys to change")
+        raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint is given; the emulator, "
+                             "first-frame and vae baselines have no keys to change")
     if baselines:
         models = ["emulator", "first-frame"] + [m for m in models if m not in ("emulator", "first-frame")]
     out = []
     for model in dict.fromkeys(models):
         if model == "checkpoint":
             out += [Variant("checkpoint", k, str(checkpoint), steps, sampler) for k in keys]
+        elif model == "vae":
+            out.append(Variant("vae", vae=str(vae)))
         else:
             out.append(Variant(model))
     return out
@@ -135,7 +160,22 @@ class Producer:
             return real, []
         if self.variant.model == "first-frame":
             return np.repeat(real[:1], len(real), axis=0), []
+        if self.variant.model == "vae":
+            return self.roundtrip(real), []
         return self.generate(case, real)
+
+    @torch.no_grad()
+    def roundtrip(self, real: np.ndarray) -> np.ndarray:
+        """The case's frames encoded and decoded by the VAE (padded to 1 + 4k frames with the last one)."""
+        if self.loaded is None:
+            from wantofight.datasets.latent_cache import load_vae
+
+            self.loaded = load_vae(self.variant.vae)[0]
+        frames = torch.from_numpy(real).permute(3, 0, 1, 2).float().div(127.5).sub(1.0)  # (3, T, H, W)
+        pad = (-(len(real) - 1)) % 4
+        frames = torch.cat([frames, frames[:, -1:].expand(-1, pad, -1, -1)], dim=1)[None]
+        decoded = self.loaded.decode(self.loaded.encode(frames))[0, :, :len(real)].clamp(-1, 1)
+        return decoded.add(1).mul(127.5).round().to(torch.uint8).permute(1, 2, 3, 0).numpy()
 
     def generate(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
         from wantofight.datasets.frames import square_resize

@@ -363,3 +363,34 @@ def test_ctrl_c_keeps_the_scored_cases_and_resume_finishes_the_report(suite_dir,
     assert result.exit_code == 0, result.output
     assert kept <= {p.name for p in cases.glob("*.json")}
     assert [v["cases"] for v in json.loads((out / "report.json").read_text())["variants"]] == [len(Suite(suite_dir))] * 2
+
+
+def test_the_vae_baseline_scores_the_recorded_frames_through_the_vae(suite_dir, probe_dir, tmp_path):
+    """`--model vae --vae V`: each case's recorded frames, encoded and decoded by V (the ceiling of any model
+    that decodes with V), scored like a model; results are kept per VAE weights."""
+    from wantofight.benchmark.run import Producer, resized
+    from wantofight.datasets.latent_cache import load_vae
+
+    suite, probe = Suite(suite_dir), load_probe(probe_dir)
+    variants = plan_variants(None, ["emulator", "vae"], baselines=False, vae="tiny")
+    assert [v.name for v in variants] == ["emulator", "vae tiny"]
+    case = next(c for c in suite.cases() if c.scenario == "static")
+    real = resized(case.frames(), tuple(probe.size))
+    frames, seconds = Producer(variants[1], tuple(probe.size))(case, real)
+    vae = load_vae("tiny")[0]
+    pixels = torch.from_numpy(real).permute(3, 0, 1, 2).float() / 127.5 - 1
+    pixels = torch.cat([pixels, pixels[:, -1:].repeat(1, (1 - len(real)) % 4, 1, 1)], dim=1)[None]
+    expected = ((vae.decode(vae.encode(pixels))[0, :, :len(real)].clamp(-1, 1) + 1) * 127.5).round()
+    assert frames.shape == real.shape and frames.dtype == np.uint8 and seconds == []
+    assert np.array_equal(frames, expected.to(torch.uint8).permute(1, 2, 3, 0).numpy())
+    run_benchmark(suite, probe, probe_dir, variants, tmp_path / "r", max_cases=1, scenarios={"static"}, lpips=False)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    emulator, through_vae = report["variants"]
+    assert through_vae["name"] == "vae tiny" and emulator["scenarios"]["static"]["psnr"] == 100.0
+    assert through_vae["scenarios"]["static"]["psnr"] < 30  # the tiny preset's VAE is random
+    with pytest.raises(BenchmarkError, match="--model vae needs --vae VAE_DIR"):
+        plan_variants(None, ["vae"])
+    with pytest.raises(BenchmarkError, match=f"--vae {tmp_path}: no VAE there"):
+        plan_variants(None, ["vae"], vae=tmp_path)
+    with pytest.raises(BenchmarkError, match="the emulator, first-frame and vae baselines have no keys"):
+        plan_variants(None, ["vae"], keys=["zero"], vae="tiny")

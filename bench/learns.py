@@ -1,0 +1,263 @@
+"""The CPU recipe that trains a `duel` model end to end and scores every stage on the benchmark
+(docs/recipes.md): recordings -> curriculum -> game VAE -> latents -> stage 1 (curriculum) and stage 1
+without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero`, `--keys swap-players`)
+-> bench/results/learns.md.
+
+    python bench/learns.py                                   # the whole recipe, defaults below
+    python bench/learns.py --vae runs/learns/vae             # reuse a trained game VAE (skips that step)
+    python bench/learns.py --scale 0.25 --max-cases 1        # a shorter run: every step count x 0.25
+    python bench/learns.py --ship                            # also export stage 3 to train/shipped/duel-tiny
+
+Every step is a documented `wtf` command, run as a subprocess and printed before it runs. A step
+whose output is complete is skipped, so running the same command again continues an interrupted
+recipe. The model is the tiny preset at 128x128 (16x16 latents), which the benchmark's 128x128 probe
+reads; recordings and the suite are those of bench/recipe.py (drills, walk-under key files and
+scripted matches under data/bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import recipe  # noqa: E402
+
+ROOT = recipe.ROOT
+SIZE = "128x128"
+FRAMES = 33
+SEED = 0
+# Steps at --scale 1 (about 3 hours on 2 cores with the VAE; docs/recipes.md has the breakdown).
+STEPS = {"vae": 2500, "stage1": 1500, "stage2": 600, "stage3": 150}
+KEY_MODES = "real,zero,swap-players"
+SCENARIOS = ("static", "jump_over", "chase_cross", "overlap", "long")
+FAMILIES = ("single-action", "dual-action", "identity", "all")
+
+
+def wtf(*args: str, log: Path) -> float:
+    """Run `wtf ARGS`, its output appended to `log`; seconds taken. A failure stops the recipe with its tail."""
+    line = "wtf " + " ".join(shlex.quote(a) for a in args)
+    print(f"$ {line}", flush=True)
+    t0 = time.perf_counter()
+    with log.open("a") as f:
+        f.write(f"\n$ {line}\n")
+        f.flush()
+        done = subprocess.run(["wtf", *args, "--no-progress"], stdout=f, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        raise SystemExit(f"{line} failed (exit {done.returncode}); the end of {log}:\n{tail}")
+    return time.perf_counter() - t0
+
+
+def scaled(steps: int, scale: float) -> int:
+    return max(1, round(steps * scale))
+
+
+def curriculum(stage1_steps: int) -> str:
+    """The default phases (single-action -> + dual-action -> mostly full matches) at this run's length."""
+    first, second = max(1, stage1_steps // 4), max(2, (stage1_steps * 3) // 5)
+    return (f"[{{until: {first}, weights: {{single-action: 1.0}}}}, "
+            f"{{until: {second}, weights: {{single-action: 0.3, dual-action: 0.7}}}}, "
+            f"{{until: null, weights: {{single-action: 0.1, dual-action: 0.3, full-match: 0.6}}}}]")
+
+
+NO_CURRICULUM = "[{until: null, weights: {single-action: 0.1, dual-action: 0.3, full-match: 0.6}}]"
+
+
+def model_sets(vae: Path) -> list[str]:
+    return ["--set", f"model.vae.pretrained={vae}", "--set", "model.height=128", "--set", "model.width=128",
+            "--set", f"data.frames={FRAMES}", "--set", f"seed={SEED}"]
+
+
+def trained(run: Path, steps: int) -> bool:
+    latest = run / "checkpoints" / "latest"
+    return latest.is_file() and int(latest.read_text().strip().rsplit("_", 1)[-1]) >= steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT / "data" / "learns", help="curriculum and latents")
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "learns", help="VAE, stages and reports")
+    parser.add_argument("--vae", type=Path, help="a trained `wtf train vae` folder to use instead of training one")
+    parser.add_argument("--probe", type=Path, default=ROOT / "runs" / "bench-probe" / SIZE,
+                        help="the benchmark's probe at 128x128 (python bench/probe.py)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every training step count")
+    parser.add_argument("--max-cases", type=int, default=2, help="benchmark cases per scenario (and per "
+                        "player and action for single-action)")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "learns.md")
+    parser.add_argument("--ship", action="store_true", help="export stage 3 to train/shipped/duel-tiny")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    args.runs.mkdir(parents=True, exist_ok=True)
+    log = args.runs / "recipe.log"
+    steps = {k: scaled(v, args.scale) for k, v in STEPS.items()}
+    seconds: dict[str, float] = {}
+    t_start = time.perf_counter()
+
+    # 1. recordings (drills, key-file scenarios, scripted matches; probe and held-out seeds apart)
+    t0 = time.perf_counter()
+    recipe.ensure(ROOT / "data" / "bench")
+    seconds["record"] = time.perf_counter() - t0
+    if not (args.probe / "probe.json").is_file():
+        raise SystemExit(f"no probe at {args.probe}: run python bench/probe.py first")
+    suite = ROOT / "data" / "bench" / "suite"
+    if not (suite / "suite.json").is_file():
+        seconds["suite"] = wtf("benchmark", "build", *map(str, recipe.runs(ROOT / "data" / "bench", "heldout")),
+                               "--out", str(suite), log=log)
+
+    # 2. curriculum: every single- and dual-action clip, a full-match window every 128 frames
+    ds, latents = args.data / "curriculum", args.data / "latents"
+    if not (ds / "manifest.json").is_file():
+        seconds["curriculum"] = wtf("build-curriculum", *map(str, recipe.runs(ROOT / "data" / "bench", "probe")),
+                                    "--out", str(ds), "--stride", "128", "--workers", "2", "--seed", str(SEED),
+                                    log=log)
+
+    # 3. the game VAE
+    vae = args.vae or args.runs / "vae"
+    if args.vae is None and not (vae / "report.json").is_file():
+        seconds["vae"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae), "--size", SIZE,
+                             "--max-steps", str(steps["vae"]), "--set", "precision=bf16", "--set", "vae.crop=0",
+                             "--set", "data.batch_size=1", "--set", "optim.lr=2e-3", "--set", "validation.every=250",
+                             "--set", "model.vae.is_residual=true", "--set", "vae.sample_posterior=false", log=log)
+    vae = vae.resolve()
+
+    # 4. latents
+    if not (latents / "manifest.json").is_file():
+        seconds["encode"] = wtf("encode", str(ds), "--out", str(latents), "--vae", str(vae), "--clip", "tiny",
+                                "--frames", str(FRAMES), "--size", SIZE, "--workers", "2", log=log)
+
+    # 5. stage 1 with the curriculum and without it; stage 2; stage 3
+    runs = {name: args.runs / name for name in ("stage1", "stage1-no-curriculum", "stage2", "stage3")}
+    common = [*model_sets(vae), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
+              "--set", "validation.every=100000"]
+    for name, phases in (("stage1", curriculum(steps["stage1"])), ("stage1-no-curriculum", NO_CURRICULUM)):
+        if not trained(runs[name], steps["stage1"]):
+            resume = ["--resume"] if (runs[name] / "checkpoints" / "latest").is_file() else []
+            seconds[name] = wtf("train", "stage1", "--preset", "tiny", "--data", str(latents), "--out",
+                                str(runs[name]), "--max-steps", str(steps["stage1"]), *resume, *common,
+                                "--set", f"data.curriculum={phases}", log=log)
+    if not trained(runs["stage2"], steps["stage2"]):
+        start = (["--resume"] if (runs["stage2"] / "checkpoints" / "latest").is_file()
+                 else ["--init-from", str(runs["stage1"])])
+        seconds["stage2"] = wtf("train", "stage2", "--preset", "tiny", "--data", str(latents), "--out",
+                                str(runs["stage2"]), "--max-steps", str(steps["stage2"]), *start, *common, log=log)
+    if not trained(runs["stage3"], steps["stage3"]):
+        resume = ["--resume"] if (runs["stage3"] / "checkpoints" / "latest").is_file() else []
+        seconds["stage3"] = wtf("train", "stage3", "--teacher", str(runs["stage2"]), "--preset", "tiny", "--data",
+                                str(latents), "--out", str(runs["stage3"]), "--max-steps", str(steps["stage3"]),
+                                *resume, *model_sets(vae), "--set", "data.batch_size=1",
+                                "--set", "validation.every=100000", log=log)
+
+    # 6. the benchmark: every stage with real keys, the stage-3 student also with zero and swapped keys
+    report = args.runs / "report"
+    t0 = time.perf_counter()
+    wtf("benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(report), "--model", "emulator",
+        "--model", "first-frame", "--model", "vae", "--vae", str(vae), "--max-cases", str(args.max_cases),
+        "--no-lpips", "--videos", "1", "--resume", log=log)
+    for name in runs:
+        keys = KEY_MODES if name == "stage3" else "real"
+        wtf("benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(report), "--checkpoint",
+            str(runs[name]), "--keys", keys, "--max-cases", str(args.max_cases), "--no-lpips", "--videos", "1",
+            "--resume", log=log)
+    seconds["benchmark"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - t_start
+
+    table = results(json.loads((report / "report.json").read_text()), runs, vae, steps, args, seconds)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.results.with_name(f".tmp-{args.results.name}")
+    tmp.write_text(table)
+    os.replace(tmp, args.results)
+    print(table)
+    if args.ship:
+        ship(runs["stage3"], table)
+
+
+def commit() -> str:
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (done.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, seconds: dict) -> str:
+    by = {v["name"]: v for v in report["variants"]}
+    emu = by["emulator"]
+    rows = ["emulator", "first-frame", f"vae {vae.name}", *runs, "stage3 keys=zero", "stage3 keys=swap-players"]
+    rows = [r for r in rows if r in by]
+    vae_report = json.loads((vae / "report.json").read_text()) if (vae / "report.json").is_file() else {}
+
+    def ratio(v: dict, fam: str) -> str:
+        e = emu["families"][fam]["follow"]
+        f = v["families"][fam]["follow"]
+        return "n/a" if f is None or not e else f"{f / e:.2f}"
+
+    def fmt(x, spec: str) -> str:
+        return "n/a" if x is None else format(x, spec)
+
+    out = ["# bench/results/learns.md: the CPU recipe, scored by `wtf benchmark`", "",
+           f"Written by `python bench/learns.py --scale {args.scale} --max-cases {args.max_cases}"
+           f"{' --vae ' + str(args.vae) if args.vae else ''}` at commit {commit()}; seeds: recordings as "
+           f"bench/recipe.py (probe 1-3, held-out 100-102), curriculum split and training {SEED}, benchmark "
+           "noise per case (benchmark/run.py).", "",
+           f"Steps: VAE {steps['vae'] if args.vae is None else 'reused'}, stage 1 {steps['stage1']} (batch 4 x "
+           f"{FRAMES} frames, 128x128), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} generator steps. "
+           f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action), "
+           "no LPIPS (no AlexNet weights offline).", ""]
+    if vae_report:
+        out += [f"VAE: {vae.name}, {vae_report['steps']} steps, {vae_report['megabytes']:.1f} MB: held-out PSNR "
+                f"{vae_report['psnr']['val']:.1f} dB (target 32), fighters' PSNR {vae_report['fighters_psnr']['val']:.1f}"
+                " dB (only the pixels that differ from the stage).", ""]
+    out += ["## Action following (state class and direction within ±2 rows; cases)", "",
+            "| model | single-action | dual-action | identity | all | single × emulator | dual × emulator |",
+            "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        v = by[r]
+        cells = [f"{fmt(v['families'][f]['follow'], '.3f')} ({v['families'][f]['cases']})" for f in FAMILIES]
+        out.append(f"| {r} | {' | '.join(cells)} | {ratio(v, 'single-action')} | {ratio(v, 'dual-action')} |")
+    out += ["", "## Identity binding (% of cases bound correctly; cases)", "",
+            "| model | " + " | ".join(SCENARIOS) + " |", "|---" * (len(SCENARIOS) + 1) + "|"]
+    for r in rows:
+        sc = by[r]["scenarios"]
+        out.append(f"| {r} | " + " | ".join(
+            f"{fmt(sc[s].get('binding'), '.0f')}% ({sc[s]['cases']})" if sc.get(s, {}).get("cases") else "–"
+            for s in SCENARIOS) + " |")
+    out += ["", "## Fidelity and speed (mean over scenarios)", "",
+            "| model | PSNR dB | SSIM | x error px | long: both found | ms/chunk |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        v = by[r]
+        sc = [s for s in v["scenarios"].values() if s.get("cases")]
+        mean = lambda k: (sum(s[k] for s in sc if s.get(k) is not None) / max(1, sum(  # noqa: E731
+            s.get(k) is not None for s in sc))) if any(s.get(k) is not None for s in sc) else None
+        long = v["scenarios"].get("long", {})
+        out.append(f"| {r} | {fmt(mean('psnr'), '.2f')} | {fmt(mean('ssim'), '.3f')} | {fmt(mean('x_error'), '.1f')}"
+                   f" | {fmt(long.get('found') if long.get('cases') else None, '.3f')} | "
+                   f"{fmt(v.get('speed', {}).get('ms_per_chunk'), '.0f')} |")
+    out += ["", "## Time (seconds, this run; a step skipped because its output existed is absent)", "",
+            "| " + " | ".join(seconds) + " |", "|---" * len(seconds) + "|",
+            "| " + " | ".join(f"{s:.0f}" for s in seconds.values()) + " |", ""]
+    return "\n".join(out)
+
+
+def ship(stage3: Path, table: str) -> None:
+    from wantofight.train.generation import resolve_checkpoint
+    from wantofight.train.shipped import SHIPPED_ROOT, export_checkpoint
+
+    out = SHIPPED_ROOT / "duel-tiny"
+    if out.exists():
+        raise SystemExit(f"{out} exists; remove it to ship this run's stage 3")
+    export_checkpoint(resolve_checkpoint(stage3), out)
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    card = (ROOT / "docs" / "model_card_template.md").read_text() if (ROOT / "docs" / "model_card_template.md"
+                                                                     ).is_file() else ""
+    (out / "MODEL_CARD.md").write_text(card + table)
+    print(f"shipped {out} ({size / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()
