@@ -223,6 +223,19 @@ def test_a_worker_without_the_game_is_named_and_nothing_is_written(cluster, tmp_
     assert not out.exists()
 
 
+def test_a_worker_that_cannot_see_the_working_folder_is_named(cluster, tmp_path):
+    """As on a node that does not mount the driver's folder: one line naming the node and the folder."""
+    from wantofight.cluster import Cluster, ClusterError, RayPool
+
+    missing = tmp_path / "not-mounted"
+    with pytest.raises(ClusterError) as raised, RayPool(Cluster(cluster.address, workers=1), cwd=str(missing)) as pool:
+        pool.start(1)
+    message = str(raised.value)
+    assert message.startswith("the Ray worker on ") and "\n" not in message
+    assert (f"cannot run this job: the working folder {missing} is not there (No such file or directory); put "
+            "the data on a filesystem every node mounts at the same path") in message
+
+
 def test_ray_without_the_extra_names_it(monkeypatch, tmp_path):
     import importlib.util
 

@@ -185,6 +185,8 @@ class RayPool:
     gpus: float = 0
     """GPUs each actor holds (Ray gives it those, as CUDA_VISIBLE_DEVICES, so `cuda` in the actor is its
     own); 0: CPU actors."""
+    cwd: str = field(default_factory=os.getcwd)
+    """The folder each actor works in: the driver's, so the paths a user typed mean the same on every node."""
     retried: list[str] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
 
@@ -300,7 +302,7 @@ class RayPool:
     # ---------------------------------------------------------------------------------------------
 
     def _spawn(self) -> None:
-        actor = _Actor(self._remote.remote(self.setup, self.setup_args, os.getcwd()))
+        actor = _Actor(self._remote.remote(self.setup, self.setup_args, self.cwd))
         self._starting[actor.handle.ready.remote()] = actor
         self._started += 1
 
