@@ -51,6 +51,7 @@ def test_wtf_train_vae_writes_a_diffusers_folder_with_a_psnr_report(ds_dir, vae_
     report = json.loads((vae_dir / "report.json").read_text())
     assert set(report["psnr"]) == {"train", "val"} and all(0 < v < 60 for v in report["psnr"].values())
     assert set(report["fighters_psnr"]) == {"train", "val"} and all(0 < v < 60 for v in report["fighters_psnr"].values())
+    assert set(report["last_psnr"]) == {"train", "val"} and all(0 < v < 60 for v in report["last_psnr"].values())
     assert report["steps"] == 3 and report["size"] == list(SIZE) and report["train_seconds"] > 0
     assert report["parameters"]["total"] == report["parameters"]["encoder"] + report["parameters"]["decoder"] > 0
     assert report["data"]["clips"]["val"] > 0 and report["megabytes"] > 0
@@ -104,6 +105,24 @@ def test_the_fighters_psnr_sees_fighters_the_whole_frame_psnr_hides(ds_dir):
     frames[0, :, 1, 10, 20] = -frames[0, :, 1, 10, 20] + 0.5  # one changed pixel, grown to 3x3 in its frame
     mask = fighter_mask(frames, stage)
     assert mask.sum() == 9 and mask[0, 0, 1, 9:12, 19:22].all() and mask[0, 0, 0].sum() == 0
+
+
+class _Drifting(_Copy):
+    """A stand-in VAE whose output drifts away from its input after the first group of frames, as a VAE
+    trained on 9-frame windows does after frame 9 of 33 (docs/model.md)."""
+
+    def decode(self, z):
+        out = z.clone()
+        out[:, :, 5:] = (out[:, :, 5:] + 0.5).clamp(-1, 1)
+        return out
+
+
+def test_the_last_frames_psnr_sees_a_vae_drift_over_a_long_window(ds_dir):
+    clips = ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8")
+    steady = measure(_Copy(), clips, 2, SIZE)
+    assert steady["psnr"] == steady["last_psnr"] == float("inf") and steady["windows"] == 2
+    drifting = measure(_Drifting(), clips, 2, SIZE)
+    assert drifting["last_psnr"] < 20 and drifting["psnr"] > drifting["last_psnr"] + 2, drifting
 
 
 def test_wtf_encode_takes_the_trained_vae(ds_dir, vae_dir, tmp_path):

@@ -241,11 +241,14 @@ def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2
     """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
     {"psnr": dB over 8-bit RGB, "windows", "latent_rms": RMS of the normalised latents}, and with a
     `stage` picture (`stage_picture`) "fighters_psnr": dB over the pixels that differ from it only. The
-    stage is most of every frame, so PSNR alone can be high with no fighter drawn (docs/model.md)."""
+    stage is most of every frame, so PSNR alone can be high with no fighter drawn (docs/model.md).
+    "last_psnr": dB over each window's last 4 frames (its last latent frame), where a VAE trained on
+    windows shorter than these has drifted (docs/model.md)."""
     from wantofight.datasets.loader import frames_to_model
 
     indices = eval_indices(len(dataset), count)
     squared, pixels, z_sq, z_n, fg_squared, fg_values = 0.0, 0, 0.0, 0, 0.0, 0
+    last_squared, last_values = 0.0, 0
     for start in range(0, len(indices), batch_size):
         items = [dataset[(i, EVAL_STEP)] for i in indices[start:start + batch_size]]
         frames = frames_to_model(torch.stack([torch.as_tensor(it["frames"]) for it in items]), size)
@@ -255,13 +258,16 @@ def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2
         errors = (to_uint8(out) - to_uint8(frames)).square()
         squared += errors.sum().item()
         pixels += frames.numel()
+        last_squared += errors[:, :, -4:].sum().item()
+        last_values += errors[:, :, -4:].numel()
         if stage is not None:
             mask = fighter_mask(frames.float(), stage.to(frames))
             fg_squared += (errors * mask).sum().item()
             fg_values += int(mask.sum().item()) * 3
         z_sq += z.float().square().sum().item()
         z_n += z.numel()
-    result = {"psnr": db(squared, pixels), "windows": len(indices), "latent_rms": math.sqrt(z_sq / max(1, z_n))}
+    result = {"psnr": db(squared, pixels), "last_psnr": db(last_squared, last_values), "windows": len(indices),
+              "latent_rms": math.sqrt(z_sq / max(1, z_n))}
     if stage is not None:
         result["fighters_psnr"] = db(fg_squared, fg_values)
     return result
@@ -403,7 +409,8 @@ class VAETrainer(Trainer):
             result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image())
         finally:
             self.model.train()
-        return {f"{split}_psnr": result["psnr"], f"{split}_fighters_psnr": result["fighters_psnr"]}
+        return {f"{split}_psnr": result["psnr"], f"{split}_last_psnr": result["last_psnr"],
+                f"{split}_fighters_psnr": result["fighters_psnr"]}
 
     def stage_image(self) -> torch.Tensor:
         """The stage picture of the train split's fixed windows (`stage_picture`), made once."""
@@ -473,9 +480,11 @@ class VAETrainer(Trainer):
             "format": REPORT_FORMAT,
             "psnr": {split: round(m["psnr"], 3) for split, m in psnr.items()},
             "fighters_psnr": {split: round(m["fighters_psnr"], 3) for split, m in psnr.items()},
+            "last_psnr": {split: round(m["last_psnr"], 3) for split, m in psnr.items()},
             "psnr_note": "dB over 8-bit RGB, whole frames, posterior mode, fixed windows of data.frames frames; "
                          "val = held-out episodes; fighters_psnr: only the pixels that differ from the stage "
-                         "(the per-pixel median of the train windows' first frames), grown by one pixel",
+                         "(the per-pixel median of the train windows' first frames), grown by one pixel; "
+                         "last_psnr: only each window's last 4 frames",
             "normalised_latent_rms": {split: round(m["latent_rms"], 4) for split, m in psnr.items()},
             "windows": {split: m["windows"] for split, m in psnr.items()},
             "size": list(self.size),
