@@ -19,7 +19,7 @@ from wantofight_model.presets import get_preset
 from wantofight_model.vae import WanVAE
 
 SIZE = (32, 32)
-FAST = ["--size", "32x32", "--no-progress", "--set", "vae.eval_windows=2", "--set", "vae.stats_windows=4",
+FAST = ["--size", "32x32", "--no-progress", "--set", "data.frames=9", "--set", "vae.eval_windows=2", "--set", "vae.stats_windows=4",
         "--set", "data.batch_size=2", "--set", "vae.crop=0", "--set", "validation.every=0"]
 
 

@@ -51,9 +51,10 @@ class VAETrainConfig:
     """How the VAE is trained and measured (`--set vae.FIELD=VALUE`); its size is `model.vae.*`."""
 
     clip_frames: int = 9
-    """Frames per training sample, 1 + 4 k (a random run inside the data window). 9 = the first frame,
-    encoded alone, then two 4-frame groups: the second group is the first whose causal cache comes from
-    a group, the steady state of every later one. Trained on 5 frames, windows of 9 lost 3 dB to 5."""
+    """Frames per training sample, 1 + 4 k (a random run inside the data window of `data.frames`).
+    Trained on 5 frames, windows of 9 lost 3 dB to 5; trained on 9, a VAE drifts from the 10th frame on
+    (30 dB on frames 0-8, 10 dB by frame 32: docs/model.md), so a VAE for a model's windows is trained
+    on runs as long as them (`--set vae.clip_frames=33`), at 3.7x the cost per step."""
     crop: int = 64
     """Side of the random square crop trained on (0 = the whole frame). Every layer but the latent
     attention is a convolution, so crops teach the same filters at a quarter of the cost per sample;
@@ -113,8 +114,10 @@ def default_config(size: tuple[int, int] = (128, 128)) -> TrainConfig:
         precision="auto",
         optim=OptimConfig(lr=1e-3, betas=(0.9, 0.999), warmup_steps=50, schedule="cosine", min_lr_ratio=0.05,
                           weight_decay=0.0, grad_clip=1.0),
-        # every tier: the VAE needs every picture, not a curriculum; full matches hold most of them
-        data=DataConfig(frames=9, batch_size=2, curriculum=[
+        # every tier: the VAE needs every picture, not a curriculum; full matches hold most of them.
+        # Windows of the DiT's length (the recipe's 33): training runs are `vae.clip_frames` inside them,
+        # validation reads them whole, so a VAE that drifts after its training runs shows it (last_psnr).
+        data=DataConfig(frames=33, batch_size=2, curriculum=[
             {"until": None, "weights": {"full-match": 0.6, "single-action": 0.2, "dual-action": 0.2}}]),
         ema_decay=0.0,  # the cosine decay does the averaging in a run this short
         checkpoint=CheckpointConfig(every=250, keep_last=1),
