@@ -34,7 +34,7 @@ SIZE = "128x128"
 FRAMES = 33
 SEED = 0
 # Steps at --scale 1 (about 3 hours on 2 cores with the VAE; docs/recipes.md has the breakdown).
-STEPS = {"vae": 2500, "vae-33": 600, "stage1": 4000, "stage2": 2000, "stage3": 300}
+STEPS = {"vae": 2500, "vae-33": 300, "stage1": 4000, "stage2": 2000, "stage3": 300}
 KEY_MODES = "real,zero,swap-players"
 SCENARIOS = ("static", "jump_over", "chase_cross", "overlap", "long")
 SCENARIO_ORDER = ("single-action", "dual-action", *SCENARIOS)
