@@ -7,6 +7,7 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
     python bench/learns.py --vae runs/learns/vae             # reuse a trained game VAE (skips that step)
     python bench/learns.py --scale 0.25 --max-cases 1        # a shorter run: every step count x 0.25
     python bench/learns.py --ship                            # also export stage 3 to train/shipped/duel-tiny
+                                                             # and its contact sheet to docs/duel-tiny-sheet.png
 
 Every step is a documented `wtf` command, run as a subprocess and printed before it runs. A step
 whose output is complete is skipped, so running the same command again continues an interrupted
@@ -188,6 +189,7 @@ def main() -> None:
     print(table)
     if args.ship:
         ship(runs["stage3"], table)
+        print(f"wrote {contact_sheet(report, 'stage3', ROOT / 'docs' / 'duel-tiny-sheet.png')}")
 
 
 def commit() -> str:
