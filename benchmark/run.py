@@ -16,6 +16,7 @@ name, then rename), so an interrupted run keeps what it scored and `--resume` sc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -74,7 +75,9 @@ class Variant:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(self.checkpoint).name}-{digest}-{self.keys}")
 
 
+@functools.lru_cache(maxsize=None)
 def vae_digest(spec: str) -> str:
+    """SHA-1 of a VAE folder's weights (a Wan2.1 VAE is hundreds of MB: read once per process)."""
     weights = sorted(Path(spec).glob("**/*.safetensors")) if spec != "tiny" else []
     digest = hashlib.sha1(spec.encode() if spec == "tiny" else b"")
     for f in weights:
