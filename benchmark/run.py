@@ -170,15 +170,17 @@ class Producer:
     @torch.no_grad()
     def roundtrip(self, real: np.ndarray) -> np.ndarray:
         """The case's frames encoded and decoded by the VAE (padded to 1 + 4k frames with the last one)."""
+        from wantofight.datasets.frames import resize_to_model
+        from wantofight.train.validation import to_uint8
+
         if self.loaded is None:
             from wantofight.datasets.latent_cache import load_vae
 
             self.loaded = load_vae(self.variant.vae)[0]
-        frames = torch.from_numpy(real).permute(3, 0, 1, 2).float().div(127.5).sub(1.0)  # (3, T, H, W)
+        frames = resize_to_model(real, real.shape[1:3]).transpose(0, 1)  # (3, T, H, W) in [-1, 1], the data path's
         pad = (-(len(real) - 1)) % 4
         frames = torch.cat([frames, frames[:, -1:].expand(-1, pad, -1, -1)], dim=1)[None]
-        decoded = self.loaded.decode(self.loaded.encode(frames))[0, :, :len(real)].clamp(-1, 1)
-        return decoded.add(1).mul(127.5).round().to(torch.uint8).permute(1, 2, 3, 0).numpy()
+        return to_uint8(self.loaded.decode(self.loaded.encode(frames))[0, :, :len(real)])
 
     def generate(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
         from wantofight.datasets.frames import square_resize

@@ -378,7 +378,9 @@ def test_the_vae_baseline_scores_the_recorded_frames_through_the_vae(suite_dir, 
     real = resized(case.frames(), tuple(probe.size))
     frames, seconds = Producer(variants[1], tuple(probe.size))(case, real)
     vae = load_vae("tiny")[0]
-    pixels = torch.from_numpy(real).permute(3, 0, 1, 2).float() / 127.5 - 1
+    from wantofight.datasets.frames import resize_to_model
+
+    pixels = resize_to_model(real, real.shape[1:3]).transpose(0, 1)  # (3, T, H, W) as the data path gives them
     pixels = torch.cat([pixels, pixels[:, -1:].repeat(1, (1 - len(real)) % 4, 1, 1)], dim=1)[None]
     expected = ((vae.decode(vae.encode(pixels))[0, :, :len(real)].clamp(-1, 1) + 1) * 127.5).round()
     assert frames.shape == real.shape and frames.dtype == np.uint8 and seconds == []
