@@ -11,7 +11,6 @@ uint8 native frames that the GPU resizes), and LatentDataset samples/s.
 from __future__ import annotations
 
 import argparse
-import io
 import itertools
 import tempfile
 import time
@@ -32,13 +31,14 @@ def build(tmp: Path, frames: int) -> Path:
 
 
 def raw_decode(ds_dir: Path) -> float:
-    import decord
     import pyarrow.parquet as pq
+
+    from wantofight.collect.episode_files import open_video
 
     videos = [v.as_py() for f in sorted(ds_dir.glob("full-match/*.parquet")) for v in pq.read_table(f, columns=["video"])["video"]]
     count, start = 0, time.perf_counter()
     for video in videos:
-        reader = decord.VideoReader(io.BytesIO(video), ctx=decord.cpu(0), num_threads=1)
+        reader = open_video(video, num_threads=1)
         count += len(reader.get_batch(list(range(len(reader)))).asnumpy())
     return count / (time.perf_counter() - start)
 

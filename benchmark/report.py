@@ -220,7 +220,8 @@ def write_plots(out: Path, summaries: list[dict]) -> list[str]:
         ax.set_xlabel("generated row")
         ax.set_ylabel(label)
         ax.set_title(f"{label} over time (mean over cases)")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         names.append(save(fig, out / "plots" / fname))
     return names
 

@@ -60,11 +60,22 @@ class VideoWriter:
         self.container.close()
 
 
-def read_video(source: Path | bytes) -> np.ndarray:
-    """All frames of an MP4 file or of MP4 bytes: (T, H, W, 3) uint8."""
+def open_video(source: Path | bytes, num_threads: int = 0):
+    """A decord VideoReader on an MP4 file or MP4 bytes. The reader's `_handle` is set before its
+    `__init__` runs: a Ctrl-C inside that `__init__` would otherwise leave an object whose `__del__`
+    prints an "Exception ignored ... no attribute '_handle'" traceback under the one-line stop message."""
     import decord
 
-    reader = decord.VideoReader(str(source) if isinstance(source, Path) else io.BytesIO(source), ctx=decord.cpu(0))
+    reader = decord.VideoReader.__new__(decord.VideoReader)
+    reader._handle = None
+    reader.__init__(str(source) if isinstance(source, Path) else io.BytesIO(source), ctx=decord.cpu(0),
+                    num_threads=num_threads)
+    return reader
+
+
+def read_video(source: Path | bytes) -> np.ndarray:
+    """All frames of an MP4 file or of MP4 bytes: (T, H, W, 3) uint8."""
+    reader = open_video(source)
     return reader.get_batch(list(range(len(reader)))).asnumpy()
 
 

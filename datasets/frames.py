@@ -13,7 +13,6 @@ and sprites keep hard edges and their exact palette colours; NES 240x224 -> 512x
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,10 +77,10 @@ def window_padding(start: int, frames: int, num_frames: int) -> np.ndarray:
 def decode_rows(video: bytes, rows: np.ndarray, num_frames: int, height: int, width: int) -> np.ndarray:
     """Frames `rows` of in-memory MP4 bytes: (len(rows), H, W, 3) uint8, decoding each distinct row
     once. Raises ClipError when the video does not hold `num_frames` frames of `height` x `width`."""
-    import decord
+    from wantofight.collect.episode_files import open_video
 
     try:
-        reader = decord.VideoReader(io.BytesIO(video), ctx=decord.cpu(0), num_threads=1)
+        reader = open_video(video, num_threads=1)
     except Exception as err:  # decord raises its own DECORDError and RuntimeError variants
         raise ClipError(f"undecodable video ({err})") from None
     if len(reader) != num_frames:

@@ -317,6 +317,27 @@ def test_video_is_lossless_against_the_emulator(recorded):
     assert len(np.unique(frames[-1].reshape(-1, 3), axis=0)) > 4  # a real picture, not a flat screen
 
 
+def test_ctrl_c_while_a_video_opens_prints_no_traceback(monkeypatch, recorded):
+    """A KeyboardInterrupt inside decord's VideoReader.__init__ (Ctrl-C at the wrong moment) must not
+    leave a half-built reader whose __del__ prints an "Exception ignored" traceback to stderr."""
+    import gc
+
+    import decord
+
+    (episode,) = episodes(recorded(policy="scripted", episodes=1, max_frames=240, fps=30))
+
+    def interrupted_init(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    unraisable = []
+    monkeypatch.setattr(decord.VideoReader, "__init__", interrupted_init)
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with pytest.raises(KeyboardInterrupt):
+        episode_files.read_video(episode / "video.mp4")
+    gc.collect()
+    assert unraisable == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Packaging
 
