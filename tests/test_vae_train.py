@@ -4,6 +4,7 @@ folder that every `--vae` / `model.vae.pretrained` consumer loads; PSNR report; 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -39,7 +40,7 @@ def ds_dir(recorded, tmp_path_factory):
 def vae_dir(ds_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("vae") / "game-vae"
     result = CliRunner().invoke(app, ["train", "vae", "--data", str(ds_dir), "--out", str(out), "--max-steps", "3",
-                                      *FAST])
+                                      *FAST, "--set", "vae.fighter_weight=5"])  # every loss term in the loop
     assert result.exit_code == 0, result.output
     return out
 
@@ -185,6 +186,41 @@ def test_reconstruction_learns_a_fixed_batch(ds_dir):
         loss.backward()
         optimizer.step()
     assert round_trip() > before + 5, (before, round_trip())
+
+
+def test_the_fighter_weight_draws_the_fighters_better(ds_dir):
+    """The same 60 steps on one batch of real frames, with `vae.fighter_weight` 0 and 20: the weighted
+    run's fighters' PSNR (pixels that differ from the stage) is higher by more than 1.5 dB (measured 12.7 ->
+    15.4). With the weight's loss term cut (fighters=None), the two runs are the same run and it fails."""
+    from wantofight.train.game_vae import fighter_mask, stage_picture
+
+    train = ClipDataset(ds_dir, "train", frames=9, size=SIZE)
+    stage = stage_picture(ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8"), 16, SIZE)
+    frames = torch.stack([train[(i, 0)]["frames"][:5] for i in (0, len(train) // 3, 2 * len(train) // 3)])
+    frames = frames.transpose(1, 2)  # (3, 3, 5, h, w)
+    fighters = fighter_mask(frames, stage)
+    assert 0 < fighters.mean() < 0.3  # the fighters are a small part of the frame
+
+    def fighters_psnr(weight: float) -> float:
+        torch.manual_seed(0)
+        vae = WanVAE.from_config(get_preset("tiny").vae)
+        model = Reconstruction(vae.autoencoder)
+        settings = VAETrainConfig(fighter_weight=weight, sample_posterior=False)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
+        noise = torch.zeros(3, 16, 2, SIZE[0] // 8, SIZE[1] // 8)
+        for _ in range(60):
+            out, mean, logvar = model(frames, noise)
+            loss = reconstruction_loss(out, frames, mean, logvar, settings, fighters).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            out = vae.decode(vae.encode(frames))
+        error = ((out.clamp(-1, 1) - frames) * 127.5).square() * fighters
+        return 10 * math.log10(255**2 / (error.sum() / (fighters.sum() * 3)).item())
+
+    plain, weighted = fighters_psnr(0.0), fighters_psnr(20.0)
+    assert weighted > plain + 1.5, (plain, weighted)
 
 
 # ---- loadable wherever a VAE is taken ----
