@@ -321,6 +321,21 @@ def test_an_interrupted_run_keeps_its_cases_and_resume_finishes(suite_dir, probe
     assert [v["cases"] for v in report["variants"]] == [n, n]
 
 
+@pytest.mark.slow
+def test_the_shipped_model_is_scored_by_its_name(suite_dir, runs, tmp_path):
+    """`--checkpoint duel-tiny` (train/shipped): scored with a probe at the 128x128 it generates."""
+    probe = tmp_path / "probe128"
+    train_probe(runs, probe, ProbeConfig(size=(128, 128), steps=3, batch_size=8, max_frames=200, val_fraction=0.25))
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["benchmark", "run", str(suite_dir), "--probe", str(probe), "--out", str(out),
+                                      "--checkpoint", "duel-tiny", "--scenarios", "static", "--max-cases", "1",
+                                      "--no-baselines", "--videos", "0", "--no-lpips", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    (variant,) = json.loads((out / "report.json").read_text())["variants"]
+    assert variant["name"].startswith("duel-tiny") and variant["scenarios"]["static"]["cases"] == 1, variant["name"]
+    assert variant["speed"]["ms_per_chunk"] > 0
+
+
 def test_mismatched_inputs_are_named(suite_dir, probe_dir, checkpoint, runs, tmp_path):
     suite, probe = Suite(suite_dir), load_probe(probe_dir)
     train_probe(runs[:1], tmp_path / "p32", ProbeConfig(size=(32, 32), steps=1, batch_size=8, max_frames=64))
