@@ -284,6 +284,37 @@ def test_a_chunk_takes_every_key_read_since_the_last_one():
     assert spread([], 8, (0, A)).tolist() == [[0, A]] * 8  # none (the model outran the window): the keys held
 
 
+def model_session(display: str, monkeypatch, settings, player, seconds: float = 120):
+    """`play_model(settings)` in this process under Xvfb, with `player(until)` in a thread once the window
+    has the focus: `until(n)` waits (at most `seconds`) until the model has started its n-th chunk, the
+    session's own clock for key presses. Returns the session's ModelPlayResult."""
+    import threading
+
+    from wantofight.play import model
+
+    monkeypatch.setenv("DISPLAY", display)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    taken = []  # one entry per chunk the model started
+    take = model.KeyFeed.take
+    monkeypatch.setattr(model.KeyFeed, "take", lambda self: taken.append(1) or take(self))
+
+    def until(chunks: int) -> None:
+        deadline = time.monotonic() + seconds
+        while len(taken) < chunks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def run() -> None:
+        wait_for_window(display, type("Me", (), {"pid": os.getpid(), "poll": lambda self: None})())
+        player(until)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    result = model.play_model(settings)
+    thread.join(timeout=60)
+    return result
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny stage-2 checkpoint (one step of training on synthetic latents: it draws noise, fast)."""
@@ -298,24 +329,9 @@ def test_keys_drive_the_models_next_chunks_and_the_emulator_beside_it(display, c
     its fourth, then Esc. The chunks taken before the press have no RIGHT, the ones taken while it was
     held have it, the emulator beside the model walks P1 right on the rows that hold it, and the window
     kept reading keys and showing rows while the model worked."""
-    import threading
-
     from wantofight.play import model
 
-    monkeypatch.setenv("DISPLAY", display)
-    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
-    taken = []  # one entry per chunk the model started: the session's own clock for the key presses
-    take = model.KeyFeed.take
-    monkeypatch.setattr(model.KeyFeed, "take", lambda self: taken.append(1) or take(self))
-
-    def until(chunks: int) -> None:
-        deadline = time.monotonic() + 120
-        while len(taken) < chunks and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def player() -> None:
-        wait_for_window(display, type("Me", (), {"pid": os.getpid(), "poll": lambda self: None})())
+    def player(until) -> None:
         until(2)
         xdotool(display, "keydown", keysym(KEYMAP.players[0]["RIGHT"]))
         until(4)
@@ -323,11 +339,8 @@ def test_keys_drive_the_models_next_chunks_and_the_emulator_beside_it(display, c
         until(5)
         xdotool(display, "key", keysym(KEYMAP.quit[0]))
 
-    thread = threading.Thread(target=player, daemon=True)
-    thread.start()
-    result = model.play_model(model.ModelPlaySettings(checkpoint=str(checkpoint), state="Fight", side_by_side=True,
-                                                      steps=1))
-    thread.join(timeout=60)
+    result = model_session(display, monkeypatch, model.ModelPlaySettings(
+        checkpoint=str(checkpoint), state="Fight", side_by_side=True, steps=1), player)
 
     right = [bool(np.any(chunk[:, 0] & RIGHT)) for chunk in result.chunks]
     assert len(right) >= 4 and right[:2] == [False, False] and right[2:4] == [True, True], right

@@ -5,9 +5,6 @@ what it generates depends on the keys it is given, and `wtf play --checkpoint du
 from __future__ import annotations
 
 import json
-import os
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -18,7 +15,7 @@ from wantofight.cli import app
 from wantofight.train.generation import read_frames
 from wantofight.train.shipped import SHIPPED_ROOT, shipped_names
 
-from test_play import KEYMAP, display, keysym, wait_for_window, xdotool  # noqa: F401 (display: a fixture)
+from test_play import KEYMAP, display, keysym, model_session, xdotool  # noqa: F401 (display: a fixture)
 
 REFS = "collect/games/duel/refs/kai.png,collect/games/duel/refs/gor.png"
 KEYS = "# FRAMES P1 P2\n16 RIGHT LEFT\n8 UP -\n8 A DOWN+B\n"
@@ -70,22 +67,10 @@ def test_wtf_play_checkpoint_duel_tiny_plays_it(display, monkeypatch):  # noqa: 
     """Under Xvfb: three chunks of the shipped model on CPU, with the emulator beside it, then Esc."""
     from wantofight.play import model
 
-    monkeypatch.setenv("DISPLAY", display)
-    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
-    taken = []
-    take = model.KeyFeed.take
-    monkeypatch.setattr(model.KeyFeed, "take", lambda self: taken.append(1) or take(self))
-
-    def player() -> None:
-        wait_for_window(display, type("Me", (), {"pid": os.getpid(), "poll": lambda self: None})())
-        deadline = time.monotonic() + 300
-        while len(taken) < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def player(until) -> None:
+        until(4)
         xdotool(display, "key", keysym(KEYMAP.quit[0]))
 
-    thread = threading.Thread(target=player, daemon=True)
-    thread.start()
-    result = model.play_model(model.ModelPlaySettings(checkpoint="duel-tiny", state="Fight", side_by_side=True))
-    thread.join(timeout=60)
+    result = model_session(display, monkeypatch, model.ModelPlaySettings(checkpoint="duel-tiny", state="Fight",
+                                                                         side_by_side=True), player, seconds=300)
     assert len(result.chunks) >= 3 and result.rows >= 16, (len(result.chunks), result.rows)
