@@ -19,6 +19,7 @@ scripted matches under data/bench).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -201,15 +202,12 @@ def commit() -> str:
 
 def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, seconds: dict) -> str:
     by = {v["name"]: v for v in report["variants"]}
-    emu = by["emulator"]
     rows = ["emulator", "first-frame", f"vae {vae.name}", *runs, "stage3 keys=zero", "stage3 keys=swap-players"]
     rows = [r for r in rows if r in by]
     vae_report = json.loads((vae / "report.json").read_text()) if (vae / "report.json").is_file() else {}
 
-    def ratio(v: dict, fam: str) -> str:
-        e = emu["families"][fam]["follow"]
-        f = v["families"][fam]["follow"]
-        return "n/a" if f is None or not e else f"{f / e:.2f}"
+    def ratio(name: str, fam: str) -> str:
+        return fmt(follow_ratio(by, name, fam), ".2f")
 
     def fmt(x, spec: str) -> str:
         return "n/a" if x is None else format(x, spec)
@@ -236,7 +234,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
     for r in rows:
         v = by[r]
         cells = [f"{fmt(v['families'][f]['follow'], '.3f')} ({v['families'][f]['cases']})" for f in FAMILIES]
-        out.append(f"| {r} | {' | '.join(cells)} | {ratio(v, 'single-action')} | {ratio(v, 'dual-action')} |")
+        out.append(f"| {r} | {' | '.join(cells)} | {ratio(r, 'single-action')} | {ratio(r, 'dual-action')} |")
     out += ["", "## Identity binding (% of cases bound correctly; cases)", "",
             "| model | " + " | ".join(SCENARIOS) + " |", "|---" * (len(SCENARIOS) + 1) + "|"]
     for r in rows:
@@ -262,11 +260,15 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
     return "\n".join(out)
 
 
+def follow_ratio(by: dict, name: str, fam: str) -> float | None:
+    """Variant `name`'s action following on family `fam` as a fraction of the emulator's (None: not scored)."""
+    v, e = by.get(name, {}).get("families", {}).get(fam, {}), by["emulator"]["families"][fam]
+    return None if v.get("follow") is None or not e["follow"] else v["follow"] / e["follow"]
+
+
 def targets(by: dict) -> list[str]:
     """The issue's targets for the shipped stage-3 student, each with the measured figure and met / not met."""
-    def follow(name: str, fam: str) -> float | None:
-        v, e = by.get(name, {}).get("families", {}).get(fam, {}), by["emulator"]["families"][fam]
-        return None if v.get("follow") is None or not e["follow"] else v["follow"] / e["follow"]
+    follow = functools.partial(follow_ratio, by)
 
     def row(what: str, value, target: str, met) -> str:
         shown = "n/a" if value is None else value
