@@ -4,7 +4,6 @@ folder that every `--vae` / `model.vae.pretrained` consumer loads; PSNR report; 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch
@@ -192,7 +191,7 @@ def test_the_fighter_weight_draws_the_fighters_better(ds_dir):
     """The same 60 steps on one batch of real frames, with `vae.fighter_weight` 0 and 20: the weighted
     run's fighters' PSNR (pixels that differ from the stage) is higher by more than 1.5 dB (measured 12.7 ->
     15.4). With the weight's loss term cut (fighters=None), the two runs are the same run and it fails."""
-    from wantofight.train.game_vae import fighter_mask, stage_picture
+    from wantofight.train.game_vae import db, fighter_mask, stage_picture, to_uint8
 
     train = ClipDataset(ds_dir, "train", frames=9, size=SIZE)
     stage = stage_picture(ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8"), 16, SIZE)
@@ -216,8 +215,8 @@ def test_the_fighter_weight_draws_the_fighters_better(ds_dir):
             optimizer.step()
         with torch.no_grad():
             out = vae.decode(vae.encode(frames))
-        error = ((out.clamp(-1, 1) - frames) * 127.5).square() * fighters
-        return 10 * math.log10(255**2 / (error.sum() / (fighters.sum() * 3)).item())
+        errors = (to_uint8(out) - to_uint8(frames)).square() * fighters  # as `measure` scores fighters' PSNR
+        return db(errors.sum().item(), int(fighters.sum().item()) * 3)
 
     plain, weighted = fighters_psnr(0.0), fighters_psnr(20.0)
     assert weighted > plain + 1.5, (plain, weighted)
