@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import socket
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,16 +265,15 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     units = plan_units(datasets, batch_size)
     out = Path(out)
     parts_dir = out / f".parts-{encode_digest(vae_info, clip_info, dataset_args, batch_size, ds_dir)}"
-    with ExitStack() as stack:
-        pool = None
-        if cluster is not None:  # every actor is set up before anything is written
-            from wantofight.cluster import RayPool
+    pool = None
+    if cluster is not None:  # Ray Data's actors, one VAE each; see wantofight.cluster_data
+        from wantofight.cluster_data import DataPool
 
-            pool = stack.enter_context(RayPool(cluster, setup=open_encoders, warn=warn, gpus=1 if device == "cuda" else 0,
-                                               setup_args=(dataset_args, (vae, clip, clip_model), device)))
-            pool.start(len(missing_parts(units, parts_dir)))
-        return _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args, batch_size,
-                       shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
+        pool = DataPool(cluster, setup=open_encoders, setup_args=(dataset_args, (vae, clip, clip_model), device),
+                        attempts_dir=parts_dir / ".attempts", warn=warn, gpus=1 if device == "cuda" else 0)
+        pool.actors(len(missing_parts(units, parts_dir)))  # joins the cluster; no GPU there is an error now
+    return _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args, batch_size,
+                   shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
 
 
 def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_args, batch_size, shard_size_mb,
@@ -286,8 +284,6 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
 
     ds_dir, _, frames, size, ref_size, _, skip_corrupt, resize = dataset_args
     vae_model, clip_model_, device = models
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "manifest.json").unlink(missing_ok=True)  # the directory is incomplete until the new one lands
     shard_bytes = int(shard_size_mb * 2**20)
     writers: dict[tuple[str, str], _ShardWriter] = {}
     counts = {t: {s: 0 for s in SPLITS} for t in TIERS}
@@ -310,9 +306,12 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
 
     total = sum(len(u.windows) for u in units)
     with Progress("encode", total, "windows", enabled=progress, transient=True) as bar:
+        if pool is not None:  # every part first: the cache in `out` is untouched until the last is there
+            encode_on_ray(pool, units, skip_corrupt, batch_size, parts_dir, bar)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "manifest.json").unlink(missing_ok=True)  # the directory is incomplete until the new one lands
         try:
             if pool is not None:
-                encode_on_ray(pool, units, skip_corrupt, batch_size, parts_dir, bar)
                 for unit in units:  # parts → shards, in the order the local run writes them
                     part = pq.ParquetFile(parts_dir / f"{unit.name}.parquet")
                     for message in json.loads(part.schema_arrow.metadata[b"wantofight.corrupt"]):
@@ -435,14 +434,24 @@ def missing_parts(units: list[Unit], parts_dir: Path) -> list[Unit]:
 
 
 def encode_on_ray(pool, units: list[Unit], skip_corrupt: bool, batch_size: int, parts_dir: Path, bar) -> None:
-    """Encode the units whose part is missing on the pool's actors (one VAE each)."""
+    """Encode the units whose part is missing on the pool's actors (Ray Data, one VAE each). A run that
+    stops early keeps the parts finished; it leaves no folder that it made and left empty."""
     from wantofight.cluster import say
 
     todo = missing_parts(units, parts_dir)
     bar.update(completed=sum(len(u.windows) for u in units) - sum(len(u.windows) for u in todo))
+    made = [d for d in (parts_dir.parent, parts_dir) if not d.exists()]
     jobs = [(unit, batch_size, skip_corrupt, parts_dir) for unit in todo]
-    for _, windows in pool.imap(encode_part, jobs, [u.name for u in todo]):
-        bar.advance(windows)
+    try:
+        for _, windows in pool.imap(encode_part, jobs, [u.name for u in todo]):
+            bar.advance(windows)
+    except BaseException:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (a part was finished) or already gone
+                pass
+        raise
     say(pool.summary("encode", len(todo), "units"))
 
 

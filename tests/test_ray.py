@@ -8,6 +8,7 @@ addresses and workers without the game are one-line errors that write nothing.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -189,6 +190,80 @@ def straight_ids(files: dict[str, bytes]) -> set[str]:
     return {name.split("/")[0] for name in files}
 
 
+ENCODE = ["--vae", "tiny", "--frames", "9", "--size", "64x64", "--ref-size", "32", "--batch-size", "2", "--no-progress"]
+
+
+def encode_and_kill_an_actor(ds: Path, out: Path, *args: str):
+    """`wtf encode --ray` that SIGKILLs the actor running the first unit as soon as it starts it (the
+    attempt's marker names the actor's pid). Returns the result and the killed unit's marker."""
+    import os
+    import signal
+
+    killed: list[Path] = []
+
+    def kill_the_first_actor():
+        deadline = time.monotonic() + 120
+        while not killed and time.monotonic() < deadline:
+            for marker in out.glob(".parts-*/.attempts/*"):
+                os.kill(int(marker.name.rsplit(".", 1)[1]), signal.SIGKILL)
+                killed.append(marker)
+                break
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=kill_the_first_actor)
+    thread.start()
+    result = runner.invoke(app, ["encode", str(ds), "--out", str(out), *ENCODE, *args])
+    thread.join()
+    assert killed, result.output
+    return result, killed[0]
+
+
+def test_an_encode_actor_killed_mid_unit_runs_it_again_and_the_cache_is_the_same(cluster, recorded, tmp_path,
+                                                                                 monkeypatch, one_torch_thread):
+    """Ray Data restarts the actor and runs its unit again; `--max-retries` still bounds it, per unit."""
+    from wantofight.datasets import latent_cache
+
+    monkeypatch.setattr(latent_cache, "UNIT_WINDOWS", 2)  # units of ~0.3 s: the kill lands inside one
+    ds = tmp_path / "ds"
+    invoke("build-curriculum", str(recorded(policy="scripted", episodes=1, max_frames=120)), "--out", str(ds),
+           "--clip-frames", "33", "--stride", "16")
+    invoke("encode", str(ds), "--out", str(tmp_path / "local"), *ENCODE)
+    local = files_of(tmp_path / "local")
+    assert json.loads(local["manifest.json"])["counts"]["full-match"]["train"] > 4  # several units
+
+    result, marker = encode_and_kill_an_actor(ds, tmp_path / "retried", "--ray", cluster.address)
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.output.split())
+    unit = re.search(r"(full-match/(train|val)-\d{5}) ran again on .* \(retry 1 of 3\)", message)
+    assert unit, message
+    assert f"1 retried after a worker died ({unit[1]})" in message
+    assert files_of(tmp_path / "retried") == local
+
+    # --max-retries 0: one line naming the unit and where its worker died; the parts finished are kept,
+    # the cache is not written; the same command again finishes it.
+    out = tmp_path / "stopped"
+    result, marker = encode_and_kill_an_actor(ds, out, "--ray", cluster.address, "--max-retries", "0")
+    assert result.exit_code == 2, result.output
+    died_on = marker.name.split(".", 2)[2].rsplit(".", 1)[0]
+    assert re.search(r"full-match/(train|val)-\d{5} was not finished: its worker died 1 time\(s\), the last on "
+                     + re.escape(f"{died_on} (--max-retries 0); the finished ones are kept"),
+                     " ".join(result.output.split())), result.output
+    assert not (out / "manifest.json").exists() and not list(out.glob("*/*.parquet"))
+    invoke("encode", str(ds), "--out", str(out), *ENCODE[:-1], "--ray", cluster.address)
+    assert files_of(out) == local
+
+
+def test_a_unit_that_fails_by_itself_on_ray_data_raises_its_own_error(cluster, tmp_path):
+    """Not retried (it would fail again): its exception, with its message, is the run's."""
+    from wantofight.cluster_data import DataPool
+
+    pool = DataPool(Cluster(cluster.address, workers=1), setup=int, setup_args=(5,), attempts_dir=tmp_path / "a")
+    assert [r for _, r in pool.imap(divmod, [(2,)], ["one"])] == [(2, 1)]  # divmod(5, 2): state first
+    with pytest.raises(ZeroDivisionError, match="integer division or modulo by zero"):
+        list(pool.imap(divmod, [(2,), (0,)], ["fine", "bad"]))
+    assert not (tmp_path / "a").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: one line, nothing written
 
@@ -224,16 +299,22 @@ def test_a_worker_without_the_game_is_named_and_nothing_is_written(cluster, tmp_
 
 
 def test_a_worker_that_cannot_see_the_working_folder_is_named(cluster, tmp_path):
-    """As on a node that does not mount the driver's folder: one line naming the node and the folder."""
-    from wantofight.cluster import Cluster, ClusterError, RayPool
+    """As on a node that does not mount the driver's folder: one line naming the node and the folder, from
+    the actor pool (collect, annotate, build-curriculum) and from Ray Data's (encode)."""
+    from wantofight.cluster import ClusterError, RayPool
+    from wantofight.cluster_data import DataPool
 
     missing = tmp_path / "not-mounted"
     with pytest.raises(ClusterError) as raised, RayPool(Cluster(cluster.address, workers=1), cwd=str(missing)) as pool:
         pool.start(1)
-    message = str(raised.value)
-    assert message.startswith("the Ray worker on ") and "\n" not in message
-    assert (f"cannot run this job: the working folder {missing} is not there (No such file or directory); put "
-            "the data on a filesystem every node mounts at the same path") in message
+    data_pool = DataPool(Cluster(cluster.address, workers=1), setup=int, setup_args=(), cwd=str(missing),
+                         attempts_dir=tmp_path / "attempts")
+    with pytest.raises(ClusterError) as raised_on_data:
+        list(data_pool.imap(divmod, [(1,)], ["one"]))
+    for message in (str(raised.value), str(raised_on_data.value)):
+        assert message.startswith("the Ray worker on ") and "\n" not in message
+        assert (f"cannot run this job: the working folder {missing} is not there (No such file or directory); "
+                "put the data on a filesystem every node mounts at the same path") in message
 
 
 def test_ray_without_the_extra_names_it(monkeypatch, tmp_path):

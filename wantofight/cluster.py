@@ -5,8 +5,8 @@
         for i, result in pool.imap(record_episode, units, names):
             ...
 
-A command's unit (one episode to record, annotate or cut; one shard to encode) runs through the same
-function as on local workers. An actor is a long-lived worker process that builds its `setup` (an
+A command's unit (one episode to record, annotate or cut) runs through the same function as on
+local workers; `encode` runs its units on Ray Data instead (cluster_data.py), with the same contract. An actor is a long-lived worker process that builds its `setup` (an
 emulator, a VAE) once and keeps it for every unit it runs, as a local worker does. A unit whose actor
 dies (its node left, it was killed) runs again on another actor, up to `max_retries` times, so units
 must be idempotent: the commands publish each result by one rename that a second attempt cannot repeat.
@@ -70,6 +70,9 @@ def connect(cluster: Cluster) -> None:
     if ray.is_initialized():
         return
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
+    # This process's Ray core logs to stderr at ERROR what is not one here: Ray Data's actors, restarted when
+    # they die (as a unit's retry needs), warn at every start that their arguments live in the object store.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     if cluster.address == "local":
         options["include_dashboard"] = False
         # Ray starts its workers at nice 15 (raylet's worker_niceness) so its daemons stay responsive on a
