@@ -6,8 +6,9 @@
             ...
 
 A command's unit (one episode to record, annotate or cut) runs through the same function as on
-local workers; `encode` runs its units on Ray Data instead (cluster_data.py), with the same contract. An actor is a long-lived worker process that builds its `setup` (an
-emulator, a VAE) once and keeps it for every unit it runs, as a local worker does. A unit whose actor
+local workers (`encode` runs its units on Ray Data instead, with the same contract: cluster_data.py).
+An actor is a long-lived worker process that builds its `setup` (an emulator) once and keeps it for
+every unit it runs, as a local worker does. A unit whose actor
 dies (its node left, it was killed) runs again on another actor, up to `max_retries` times, so units
 must be idempotent: the commands publish each result by one rename that a second attempt cannot repeat.
 An exception raised by the unit itself is not retried (it would fail again): the pool lets the units
