@@ -161,9 +161,16 @@ def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, wor
     """Build DS_DIR from recording runs; returns the manifest. Raises BuildError on bad input. With a
     Ray `cluster`, episodes are planned and cut by its actors (DS_DIR and the runs on a folder every
     node sees); the dataset is the same, byte for byte."""
-    from wantofight.annotate.parallel import map_ordered
+    from wantofight.annotate.parallel import shared_workers
 
     warn = warn or (lambda message: None)
+    with shared_workers(cluster, warn) as pool:  # on Ray: one set of actors plans and cuts
+        return _build(run_dirs, out, options, workers, progress, warn, pool)
+
+
+def _build(run_dirs: list[Path], out: Path, options: BuildOptions, workers: int, progress: bool, warn, cluster) -> dict:
+    from wantofight.annotate.parallel import map_ordered
+
     excluded = read_exclude(options.exclude)
     jobs = []
     for run in run_dirs:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Callable, Iterator, Sequence
 
 from wantofight.cluster import Cluster
 from wantofight.interrupts import workers_ignore_ctrl_c
@@ -15,7 +16,8 @@ from wantofight.progress import Progress
 def map_ordered(fn: Callable, arg_tuples: Sequence[tuple], workers: int, label: str, progress: bool = True,
                 cluster: Cluster | None = None, warn: Callable[[str], None] | None = None) -> list:
     """`[fn(*args) for args in arg_tuples]`, computed by `workers` processes (spawned: no forked
-    Arrow threads) or, given a `cluster`, by its Ray actors (`warn` hears each retry); returned in
+    Arrow threads) or, given a `cluster` (or a `shared_workers` pool), by its Ray actors (`warn` hears
+    each retry); returned in
     input order whatever order they finish in. Each call's first argument names its unit in messages.
 
     On Ctrl-C the workers are ended at once (their episode's files are written atomically, so an
@@ -57,15 +59,32 @@ def _end_now(pool: ProcessPoolExecutor) -> None:
         proc.join(timeout=5)
 
 
-def _map_on_ray(fn: Callable, arg_tuples: Sequence[tuple], cluster: Cluster, label: str, progress: bool,
-                warn) -> list:
+@contextmanager
+def shared_workers(cluster: Cluster | None, warn: Callable[[str], None] | None = None) -> Iterator:
+    """For a command that maps over episodes more than once (build-curriculum: plan, then cut): one
+    set of Ray actors for every `map_ordered(..., cluster=<this>)` in the block, started by the first
+    (each start costs a second or more). Without a cluster, None: local workers as usual."""
+    if cluster is None:
+        yield None
+        return
+    from wantofight.cluster import RayPool, say
+
+    with RayPool(cluster, warn=warn or say) as pool:
+        yield pool
+
+
+def _map_on_ray(fn: Callable, arg_tuples: Sequence[tuple], cluster, label: str, progress: bool, warn) -> list:
+    """On a Cluster's new actors, or on a `shared_workers` pool's (started here if it is not yet)."""
     from wantofight.cluster import RayPool, say
 
     results: list = [None] * len(arg_tuples)
     if not arg_tuples:
         return results
-    with RayPool(cluster, warn=warn or say) as pool:
-        pool.start(len(arg_tuples))
+    with ExitStack() as stack:
+        pool = cluster if isinstance(cluster, RayPool) else stack.enter_context(RayPool(cluster, warn=warn or say))
+        if not pool.started:
+            pool.start(len(arg_tuples))
+        pool.retried.clear()  # the summary names this call's retries
         with Progress(label, len(arg_tuples), "episodes", enabled=progress) as bar:
             for i, result in pool.imap(fn, arg_tuples, [str(args[0]) for args in arg_tuples]):
                 results[i] = result

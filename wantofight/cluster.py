@@ -206,6 +206,10 @@ class RayPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def started(self) -> bool:
+        return self._started > 0
+
     def start(self, units: int) -> None:
         """Join the cluster and start one actor per worker (at most one per unit); returns once each
         is set up. A worker that cannot run the job (a game it lacks, another wantofight) is a
