@@ -50,8 +50,20 @@ def test_streaming_decoder_equals_whole_decode(which, request):
 
 
 def test_vae_loads_from_a_local_diffusers_folder(vae, tmp_path):
+    """Quietly too: diffusers warns in five lines at every load without `accelerate` unless asked for the
+    plain load (its logger does not propagate: listen to it directly)."""
+    import logging
+
     vae.autoencoder.save_pretrained(tmp_path / "vae")
-    loaded = WanVAE.from_pretrained(tmp_path)
+    heard: list[logging.LogRecord] = []
+    listener = logging.Handler(logging.WARNING)
+    listener.emit = heard.append
+    logging.getLogger("diffusers").addHandler(listener)
+    try:
+        loaded = WanVAE.from_pretrained(tmp_path)
+    finally:
+        logging.getLogger("diffusers").removeHandler(listener)
+    assert [r.getMessage() for r in heard] == []
     for (name, a), (_, b) in zip(vae.autoencoder.state_dict().items(), loaded.autoencoder.state_dict().items()):
         assert torch.equal(a, b), name
     with pytest.raises(FileNotFoundError):

@@ -10,6 +10,8 @@ carried across chunks, which gives the same frames as decoding the whole latent 
 
 from __future__ import annotations
 
+import importlib.util
+
 from pathlib import Path
 
 import torch
@@ -60,7 +62,11 @@ class WanVAE(nn.Module):
         if not path.exists():
             raise FileNotFoundError(f"no Wan VAE at {path}")
         subfolder = "vae" if (path / "vae" / "config.json").exists() else None
-        autoencoder = AutoencoderKLWan.from_pretrained(path, subfolder=subfolder, torch_dtype=dtype)
+        # diffusers loads with low_cpu_mem_usage when `accelerate` is installed; without it, asking for
+        # the plain load keeps it from printing a five-line warning at every load.
+        low_memory = importlib.util.find_spec("accelerate") is not None
+        autoencoder = AutoencoderKLWan.from_pretrained(path, subfolder=subfolder, torch_dtype=dtype,
+                                                       low_cpu_mem_usage=low_memory)
         return cls(autoencoder.to(device))
 
     def normalize(self, z: torch.Tensor) -> torch.Tensor:
