@@ -17,8 +17,8 @@ def map_ordered(fn: Callable, arg_tuples: Sequence[tuple], workers: int, label: 
                 cluster: Cluster | None = None, warn: Callable[[str], None] | None = None) -> list:
     """`[fn(*args) for args in arg_tuples]`, computed by `workers` processes (spawned: no forked
     Arrow threads) or, given a `cluster` (or a `shared_workers` pool), by its Ray actors (`warn` hears
-    each retry); returned in
-    input order whatever order they finish in. Each call's first argument names its unit in messages.
+    each retry); returned in input order whatever order they finish in. Each call's first argument
+    names its unit in messages.
 
     On Ctrl-C the workers are ended at once (their episode's files are written atomically, so an
     unfinished one leaves nothing) and KeyboardInterrupt is raised."""

@@ -8,9 +8,9 @@
 A command's unit (one episode to record, annotate or cut) runs through the same function as on
 local workers (`encode` runs its units on Ray Data instead, with the same contract: cluster_data.py).
 An actor is a long-lived worker process that builds its `setup` (an emulator) once and keeps it for
-every unit it runs, as a local worker does. A unit whose actor
-dies (its node left, it was killed) runs again on another actor, up to `max_retries` times, so units
-must be idempotent: the commands publish each result by one rename that a second attempt cannot repeat.
+every unit it runs, as a local worker does. A unit whose actor dies (its node left, it was killed)
+runs again on another actor, up to `max_retries` times, so units must be idempotent: the commands
+publish each result by one rename that a second attempt cannot repeat.
 An exception raised by the unit itself is not retried (it would fail again): the pool lets the units
 in flight finish, then raises it.
 """
@@ -71,8 +71,9 @@ def connect(cluster: Cluster) -> None:
     if ray.is_initialized():
         return
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
-    # This process's Ray core logs to stderr at ERROR what is not one here: Ray Data's actors, restarted when
-    # they die (as a unit's retry needs), warn at every start that their arguments live in the object store.
+    # Ray core's C++ logger in this process prints to stderr. At ERROR it says, at every start of a Ray Data
+    # actor (restartable, as a retried unit needs), that the actor's arguments live in the object store: not
+    # an error for a run that holds them to its end. Only its fatal lines, then (set it to see more).
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     if cluster.address == "local":
         options["include_dashboard"] = False

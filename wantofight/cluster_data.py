@@ -133,7 +133,7 @@ def unit_worker(setup: Callable, setup_args: tuple, cwd: str, fn: Callable, unit
             import numpy as np
 
             i = int(batch["i"][0])
-            row = {"i": i, "where": self.where, "pid": os.getpid(), "version": __version__,
+            row = {"i": i, "where": self.where, "version": __version__,
                    "setup_error": self.worker.error or "", "retries_spent": "", "attempt": 0, "died_on": "",
                    "outcome": pickle.dumps(None)}
             if not self.worker.error:
