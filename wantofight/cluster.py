@@ -126,6 +126,19 @@ def cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
+def actors_for(cluster: Cluster, units: int, gpus: float = 0) -> int:
+    """Join the cluster; how many actors run at once: one per CPU (or per `gpus` GPUs each), at most
+    `--workers` and one per unit. Asking for GPUs from a cluster without them is a ClusterError."""
+    connect(cluster)
+    slots = cluster_cpus()
+    if gpus:
+        if cluster_gpus() < gpus:
+            raise ClusterError(f"the Ray cluster at {cluster.address} has no GPU (its nodes offer "
+                               f"{cluster_gpus():g}); use --device cpu, or start the nodes with GPUs")
+        slots = min(slots, int(cluster_gpus() // gpus))
+    return min(cluster.workers or slots, slots, max(units, 1))
+
+
 def cluster_gpus() -> float:
     """GPUs the cluster's nodes offer (0 on CPU-only nodes)."""
     import ray
@@ -217,16 +230,8 @@ class RayPool:
         ClusterError naming its node."""
         import ray
 
-        connect(self.cluster)
         self._remote = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=0)(Worker)
-        slots = cluster_cpus()
-        if self.gpus:
-            if cluster_gpus() < self.gpus:
-                raise ClusterError(f"the Ray cluster at {self.cluster.address} has no GPU (its nodes offer "
-                                   f"{cluster_gpus():g}); use --device cpu, or start the nodes with GPUs")
-            slots = min(slots, int(cluster_gpus() // self.gpus))
-        wanted = min(self.cluster.workers or slots, slots, max(units, 1))  # all can start
-        for _ in range(wanted):
+        for _ in range(actors_for(self.cluster, units, self.gpus)):
             self._spawn()
         while self._starting:
             self._wait_ready()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from wantofight import __version__
-from wantofight.cluster import Cluster, ClusterError, Worker, cluster_cpus, cluster_gpus, connect
+from wantofight.cluster import Cluster, ClusterError, Worker, actors_for
 
 
 @dataclass
@@ -51,15 +51,8 @@ class DataPool:
     """Actors in the pool (the most that ran at once)."""
 
     def actors(self, units: int) -> int:
-        """How many actors run at once: one per CPU of the cluster (or per GPU), at most one per unit."""
-        connect(self.cluster)
-        slots = cluster_cpus()
-        if self.gpus:
-            if cluster_gpus() < self.gpus:
-                raise ClusterError(f"the Ray cluster at {self.cluster.address} has no GPU (its nodes offer "
-                                   f"{cluster_gpus():g}); use --device cpu, or start the nodes with GPUs")
-            slots = min(slots, int(cluster_gpus() // self.gpus))
-        return min(self.cluster.workers or slots, slots, max(units, 1))
+        """Join the cluster; how many actors run at once (cluster.actors_for)."""
+        return actors_for(self.cluster, units, self.gpus)
 
     def imap(self, fn: Callable, units: Sequence[tuple], names: Sequence[str]) -> Iterator[tuple[int, Any]]:
         """(index, result) of every unit (`fn(state, *unit)`), in the order they finish."""
