@@ -171,13 +171,24 @@ class Worker:
             self.error = str(err) or type(err).__name__
 
     def ready(self) -> dict:
+        """Where the actor runs, its wantofight and its setup's error (None: set up); `checked` reads it."""
         import ray
 
-        return {"host": socket.gethostname(), "ip": ray.util.get_node_ip_address(), "version": __version__,
-                "error": self.error}
+        host, ip = socket.gethostname(), ray.util.get_node_ip_address()
+        return {"where": host if host == ip else f"{host} ({ip})", "version": __version__, "error": self.error}
 
     def run(self, fn: Callable, unit: tuple):
         return fn(self.state, *unit) if self.stateful else fn(*unit)
+
+
+def checked(ready: dict) -> str:
+    """The node a worker's `ready()` names, once it can run the job; else a ClusterError naming the node."""
+    if ready["error"] is not None:
+        raise ClusterError(f"the Ray worker on {ready['where']} cannot run this job: {ready['error']}")
+    if ready["version"] != __version__:
+        raise ClusterError(f"the Ray worker on {ready['where']} has wantofight {ready['version']}, this machine "
+                           f"{__version__}: install the same version on every node")
+    return ready["where"]
 
 
 # -------------------------------------------------------------------------------------------------
@@ -336,14 +347,11 @@ class RayPool:
             except _lost_actor_errors():
                 self._spawn()  # its node went away before it was set up
                 continue
-            actor.where = info["host"] if info["host"] == info["ip"] else f"{info['host']} ({info['ip']})"
-            if info["error"] is not None:
+            try:
+                actor.where = checked(info)
+            except ClusterError:
                 self.close()
-                raise ClusterError(f"the Ray worker on {actor.where} cannot run this job: {info['error']}")
-            if info["version"] != __version__:
-                self.close()
-                raise ClusterError(f"the Ray worker on {actor.where} has wantofight {info['version']}, this "
-                                   f"machine {__version__}: install the same version on every node")
+                raise
             self.hosts.add(actor.where)
             self._idle.append(actor)
 

@@ -21,14 +21,12 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from wantofight import __version__
-from wantofight.cluster import Cluster, ClusterError, Worker, actors_for
+from wantofight.cluster import Cluster, ClusterError, Worker, actors_for, checked
 
 
 @dataclass
@@ -88,12 +86,7 @@ class DataPool:
                 f"{retried}")
 
     def _result(self, row: dict, names: Sequence[str]) -> Any:
-        where = row["where"]
-        if row["setup_error"]:
-            raise ClusterError(f"the Ray worker on {where} cannot run this job: {row['setup_error']}")
-        if row["version"] != __version__:
-            raise ClusterError(f"the Ray worker on {where} has wantofight {row['version']}, this machine "
-                               f"{__version__}: install the same version on every node")
+        where = checked(row["ready"])
         if row["retries_spent"]:
             raise ClusterError(row["retries_spent"])
         outcome = pickle.loads(row["outcome"])
@@ -118,16 +111,14 @@ def unit_worker(setup: Callable, setup_args: tuple, cwd: str, fn: Callable, unit
     class UnitWorker:
         def __init__(self) -> None:
             self.worker = Worker(setup, setup_args, cwd)
-            host = socket.gethostname()
-            ip = _node_ip()
-            self.where = host if host == ip else f"{host} ({ip})"
+            self.ready = self.worker.ready()
+            self.where = self.ready["where"]
 
         def __call__(self, batch: dict) -> dict:
             import numpy as np
 
             i = int(batch["i"][0])
-            row = {"i": i, "where": self.where, "version": __version__,
-                   "setup_error": self.worker.error or "", "retries_spent": "", "attempt": 0, "died_on": "",
+            row = {"i": i, "ready": self.ready, "retries_spent": "", "attempt": 0, "died_on": "",
                    "outcome": pickle.dumps(None)}
             if not self.worker.error:
                 tried = sorted(Path(attempts_dir).glob(f"{i}.*"), key=lambda p: p.stat().st_mtime)
@@ -167,8 +158,3 @@ def _pickled_error(err: Exception) -> bytes:
     except Exception:  # an exception that does not pickle still reaches the driver as its message
         return pickle.dumps(RuntimeError(f"{type(err).__name__}: {err}"))
 
-
-def _node_ip() -> str:
-    import ray
-
-    return ray.util.get_node_ip_address()
