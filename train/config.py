@@ -183,6 +183,9 @@ class TrainConfig:
     """EMA of the trainable weights; 0 disables it."""
     train_shift: float = 0.0
     """Shift of the training sigma distribution (sigma = shift(u), u ~ U(0,1)); 0 = the model's timestep_shift."""
+    fighter_weight: float = 0.0
+    """Extra flow-matching loss weight on the latent cells that differ from the stage latent (the fighters,
+    the HUD), stages 1 and 2 (train/fighter_cells.py); 0 = a plain MSE."""
     log_every: int = 1
     """Progress/TensorBoard refresh period in steps (metrics.jsonl gets every step)."""
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -201,6 +204,7 @@ class TrainConfig:
         _check(self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps}")
         _check(0 <= self.ema_decay < 1, f"ema_decay must be in [0, 1), got {self.ema_decay}")
         _check(self.train_shift >= 0, f"train_shift must be >= 0, got {self.train_shift}")
+        _check(self.fighter_weight >= 0, f"fighter_weight must be >= 0, got {self.fighter_weight}")
         _check(self.log_every >= 1, f"log_every must be >= 1, got {self.log_every}")
 
     def model_config(self):

@@ -65,7 +65,11 @@ class Stage1Trainer(Trainer):
         with self.autocast():
             velocity = self.wrapped(x, timesteps, batch["keys"], batch["ref_tokens"], self.attention)
         target = self.flow.velocity_target(z, noise)
-        per_sample = (velocity.float() - target)[:, :, 1:].pow(2).mean(dim=(1, 2, 3, 4))  # (B,) context excluded
+        squared = (velocity.float() - target).pow(2)
+        weights = self.loss_weights(z)  # the fighters' cells count more under fighter_weight
+        if weights is not None:
+            squared = squared * weights
+        per_sample = squared[:, :, 1:].mean(dim=(1, 2, 3, 4))  # (B,) context excluded
         return per_sample.mean(), per_sample
 
     # ---- validation sampler ----

@@ -113,6 +113,7 @@ class Trainer:
         self.samples_seen = 0
         self._encode_s = 0.0
         self._stop = False
+        self._stage_latent: torch.Tensor | None = None
 
         resume_from = self._check_run_dir(resume)
         self._seed_everything(config.seed)
@@ -315,6 +316,37 @@ class Trainer:
         self._sync_device()
         self._encode_s += time.perf_counter() - t0
         return out
+
+    def loss_weights(self, z: torch.Tensor) -> torch.Tensor | None:
+        """(B, 1, F, h, w) weights of the latent cells under `fighter_weight` (train/fighter_cells.py), or
+        None when it is 0. The stage latent is made once, from the train split's fixed windows."""
+        if not self.config.fighter_weight:
+            return None
+        from wantofight.train.fighter_cells import cell_weights
+
+        if self._stage_latent is None:
+            self._stage_latent = self.stage_latent()
+        return cell_weights(z, self._stage_latent, self.config.fighter_weight)
+
+    @torch.no_grad()
+    def stage_latent(self, count: int = 64) -> torch.Tensor:
+        """(C, F, h, w) stage latent of `count` train windows spread over the split (clips are encoded)."""
+        from wantofight.train.fighter_cells import stage_latent
+        from wantofight.train.game_vae import eval_indices
+
+        dataset, size = self.datasets["train"], (self.model_config.height, self.model_config.width)
+        latents = []
+        for i in eval_indices(len(dataset), count):
+            item = dataset[(i, 0)]
+            if "latents" in item:
+                latents.append(torch.as_tensor(item["latents"]).to(self.device, torch.float32))
+                continue
+            frames = torch.as_tensor(item["frames"]).to(self.device)[None]
+            if not frames.dtype.is_floating_point:
+                frames = frames_to_model(frames, size)
+            with self.autocast():
+                latents.append(self.get_vae().encode(frames.transpose(1, 2)).float()[0])
+        return stage_latent(torch.stack(latents))
 
     # ------------------------------------------------------------------------------------------
     # The overridable steps
