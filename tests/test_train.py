@@ -179,6 +179,26 @@ def test_resume_without_a_checkpoint_and_a_reused_run_dir_fail_clearly(tmp_path)
         Stage1Trainer(other, None, tmp_path / "run", resume=True, datasets=synthetic_datasets(), progress=False)
 
 
+def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_path, monkeypatch):
+    """`--init-from` and `--resume` compare the saved model config with the run's: a run that names the VAE
+    folder `runs/vae` and one that names it `/abs/runs/vae` hold the same model; another folder does not."""
+    from dataclasses import replace
+
+    from wantofight.train.checkpoint import model_differences
+    from wantofight_model.presets import get_preset
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "vae").mkdir(parents=True)
+    tiny = get_preset("tiny")
+
+    def named(folder: str) -> dict:
+        return json.loads(json.dumps(replace(tiny, vae=replace(tiny.vae, pretrained=folder)).to_dict()))
+
+    assert model_differences(named("runs/vae"), named(str(tmp_path / "runs" / "vae")).copy()) == []
+    assert model_differences(named("runs/other"), named("runs/vae")) == [f"vae={named('runs/other')['vae']!r}"]
+    assert model_differences({**named("runs/vae"), "dim": 32}, named("runs/vae")) == ["dim=32"]
+
+
 def test_data_that_disagrees_with_the_preset_is_refused_naming_both_sides(tmp_path):
     wrong = SyntheticLatentDataset(4)
     wrong.shape = (16, wrong.F, 6, 6)  # 48x48 pixels encoded; the tiny preset is 64x64

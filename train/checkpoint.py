@@ -155,6 +155,21 @@ def commit(run_dir: Path, tmp: Path, step: int, keep_last: int) -> Path:
 # Reading
 # ---------------------------------------------------------------------------------------------
 
+def model_differences(saved: dict, mine: dict) -> list[str]:
+    """Model-config fields (of `to_dict()`) in which a checkpoint's saved model differs from `mine`, as
+    "field=saved value"; gradient checkpointing is not part of the model, and a VAE named by a relative
+    and by an absolute path of the same folder is the same VAE."""
+    def vae_folder(model: dict):
+        vae = dict(model.get("vae") or {})
+        if vae.get("pretrained"):
+            vae["pretrained"] = str(Path(vae["pretrained"]).resolve())
+        return vae
+
+    mine = json.loads(json.dumps(mine))  # tuples -> lists, as saved
+    return [f"{k}={saved.get(k)!r}" for k in sorted(mine) if k != "gradient_checkpointing"
+            and (vae_folder(saved) != vae_folder(mine) if k == "vae" else saved.get(k) != mine[k])]
+
+
 def read_config(path: Path) -> dict:
     return json.loads((Path(path) / "config.json").read_text())
 

@@ -29,7 +29,6 @@ starting point. A Wan2.1 checkpoint (file or folder) is also accepted, as in sta
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -59,8 +58,7 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
     if saved.get("preset") != trainer.config.preset:
         raise TrainError(f"{path} was trained with preset {saved.get('preset')!r}, not {trainer.config.preset!r}: "
                          f"pass --preset {saved.get('preset')}")
-    mine = json.loads(json.dumps(trainer.model_config.to_dict()))
-    changed = sorted(k for k in mine if k != "gradient_checkpointing" and saved["model"].get(k) != mine[k])
+    changed = ckpt.model_differences(saved["model"], trainer.model_config.to_dict())
     if changed:
         raise TrainError(f"{path} holds a model with different {', '.join(changed)}")
     state = ckpt.read_tensors(path, "model.safetensors")

@@ -589,11 +589,9 @@ class Trainer:
         if saved.get("preset") != self.config.preset:
             raise TrainError(f"{path} was trained with preset {saved.get('preset')!r}, "
                              f"not {self.config.preset!r}: pass --preset {saved.get('preset')}")
-        mine = json.loads(json.dumps(self.model_config.to_dict()))  # tuples -> lists, as saved
-        changed = sorted(k for k in mine if k != "gradient_checkpointing" and saved["model"].get(k) != mine[k])
+        changed = ckpt.model_differences(saved["model"], self.model_config.to_dict())
         if changed:
-            was = ", ".join(f"{k}={saved['model'].get(k)!r}" for k in changed[:3])
-            raise TrainError(f"{path} holds a model with different {', '.join(changed)} ({was})")
+            raise TrainError(f"{path} holds a model with different {', '.join(changed)}")
 
     def accepts_checkpoint_of(self, stage: str | None) -> bool:
         """Stages that may start from another stage's checkpoint (e.g. stage 2 from stage 1) override this."""
