@@ -11,8 +11,8 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
 
 Every step is a documented `wtf` command, run as a subprocess and printed before it runs. A step
 whose output is complete is skipped, so running the same command again continues an interrupted
-recipe. The model is the tiny preset at 128x128 (16x16 latents), which the benchmark's 128x128 probe
-reads; recordings and the suite are those of bench/recipe.py (drills, walk-under key files and
+recipe. The model is the tiny preset at width 128 and 128x128 (16x16 latents), which the benchmark's
+128x128 probe reads; recordings and the suite are those of bench/recipe.py (drills, walk-under key files and
 scripted matches under data/bench).
 """
 
@@ -73,9 +73,16 @@ def curriculum(stage1_steps: int) -> str:
 NO_CURRICULUM = "[{until: null, weights: {single-action: 0.1, dual-action: 0.3, full-match: 0.6}}]"
 
 
+# The tiny preset's DiT at twice its width: at width 64 it draws the stage and loses the fighters, at 128
+# it keeps them where they stand (docs/model.md "What the DiT needs").
+DIT_SETS = ["--set", "model.dim=128", "--set", "model.ffn_dim=256"]
+FIGHTER_WEIGHT = 10
+"""Stages 1 and 2 weight the fighters' latent cells (docs/training.md "Weighting the fighters")."""
+
+
 def model_sets(vae: Path) -> list[str]:
     return ["--set", f"model.vae.pretrained={vae}", "--set", "model.height=128", "--set", "model.width=128",
-            "--set", f"data.frames={FRAMES}", "--set", f"seed={SEED}"]
+            *DIT_SETS, "--set", f"data.frames={FRAMES}", "--set", f"seed={SEED}"]
 
 
 def trained(run: Path, steps: int) -> bool:
@@ -146,7 +153,7 @@ def main() -> None:
     # 5. stage 1 with the curriculum and without it; stage 2; stage 3
     runs = {name: args.runs / name for name in ("stage1", "stage1-no-curriculum", "stage2", "stage3")}
     common = [*model_sets(vae), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
-              "--set", "validation.every=100000"]
+              "--set", f"fighter_weight={FIGHTER_WEIGHT}", "--set", "validation.every=100000"]
     for name, phases in (("stage1", curriculum(steps["stage1"])), ("stage1-no-curriculum", NO_CURRICULUM)):
         if not trained(runs[name], steps["stage1"]):
             resume = ["--resume"] if (runs[name] / "checkpoints" / "latest").is_file() else []
@@ -218,8 +225,9 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
            f"{' --vae ' + str(args.vae) if args.vae else ''}` at commit {commit()}; seeds: recordings as "
            f"bench/recipe.py (probe 1-3, held-out 100-102), curriculum split and training {SEED}, benchmark "
            "noise per case (benchmark/run.py).", "",
-           f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x "
-           f"{FRAMES} frames, 128x128), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} generator steps. "
+           f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x {FRAMES} frames, 128x128, DiT width "
+           f"128, fighter_weight {FIGHTER_WEIGHT}), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} generator "
+           "steps. "
            f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action), "
            "no LPIPS (no AlexNet weights offline).", ""]
     if vae_report:
@@ -347,7 +355,7 @@ def ship(stage3: Path, table: str) -> None:
     export_checkpoint(checkpoint, out)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e6
     card = [f"# duel-tiny: the recipe's stage-3 student ({size:.1f} MB with its VAE)", "",
-            "The tiny preset (4 DiT blocks, width 64) at 128x128 pixels (16x16 latents), its 4-step causal student "
+            "The tiny preset (4 DiT blocks) at width 128 and 128x128 pixels (16x16 latents), its 4-step causal student "
             "after stages 1-3 of `python bench/learns.py` (docs/recipes.md), decoding with the recipe's game VAE "
             "(vae/). Trained on CPU on recordings of the built-in game `duel` made by this project's collector: "
             "scripted matches (seed 1), a button masher against the scripted AI (seed 2) and move drills (seed 3). "
