@@ -12,8 +12,8 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
 Every step is a documented `wtf` command, run as a subprocess and printed before it runs. A step
 whose output is complete is skipped, so running the same command again continues an interrupted
 recipe. The model is the tiny preset at width 128 and 128x128 (16x16 latents), which the benchmark's
-128x128 probe reads; recordings and the suite are those of bench/recipe.py (drills, walk-under key files and
-scripted matches under data/bench).
+128x128 probe reads; recordings and the suite are those of bench/recipe.py (drills, walk-under key
+files and scripted matches under data/bench).
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ def curriculum(stage1_steps: int) -> str:
 NO_CURRICULUM = "[{until: null, weights: {single-action: 0.1, dual-action: 0.3, full-match: 0.6}}]"
 
 
-# The tiny preset's DiT at twice its width: at width 64 it draws the stage and loses the fighters, at 128
-# it keeps them where they stand (docs/model.md "What the DiT needs").
-DIT_SETS = ["--set", "model.dim=128", "--set", "model.ffn_dim=256"]
+DIT_WIDTH = 128
+"""The tiny preset's DiT at twice its width: at width 64 it draws the stage and loses the fighters, at 128
+it keeps them where they stand (docs/model.md "What the DiT needs")."""
+DIT_SETS = ["--set", f"model.dim={DIT_WIDTH}", "--set", f"model.ffn_dim={2 * DIT_WIDTH}"]
 FIGHTER_WEIGHT = 10
 """Stages 1 and 2 weight the fighters' latent cells (docs/training.md "Weighting the fighters")."""
 
@@ -226,7 +227,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
            f"bench/recipe.py (probe 1-3, held-out 100-102), curriculum split and training {SEED}, benchmark "
            "noise per case (benchmark/run.py).", "",
            f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x {FRAMES} frames, 128x128, DiT width "
-           f"128, fighter_weight {FIGHTER_WEIGHT}), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} generator "
+           f"{DIT_WIDTH}, fighter_weight {FIGHTER_WEIGHT}), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} generator "
            "steps. "
            f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action), "
            "no LPIPS (no AlexNet weights offline).", ""]
@@ -355,8 +356,8 @@ def ship(stage3: Path, table: str) -> None:
     export_checkpoint(checkpoint, out)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e6
     card = [f"# duel-tiny: the recipe's stage-3 student ({size:.1f} MB with its VAE)", "",
-            "The tiny preset (4 DiT blocks) at width 128 and 128x128 pixels (16x16 latents), its 4-step causal student "
-            "after stages 1-3 of `python bench/learns.py` (docs/recipes.md), decoding with the recipe's game VAE "
+            f"The tiny preset (4 DiT blocks) at width {DIT_WIDTH} and 128x128 pixels (16x16 latents), its 4-step "
+            "causal student after stages 1-3 of `python bench/learns.py` (docs/recipes.md), decoding with the recipe's game VAE "
             "(vae/). Trained on CPU on recordings of the built-in game `duel` made by this project's collector: "
             "scripted matches (seed 1), a button masher against the scripted AI (seed 2) and move drills (seed 3). "
             "Scored on held-out recordings (seeds 100-102 and the walk-under key files) by `wtf benchmark`.", "",

@@ -299,15 +299,9 @@ class Trainer:
         out = {"tier": list(raw["tier"]), "clip_id": list(raw["clip_id"])}
         t0 = time.perf_counter()
         with torch.no_grad():
-            if "latents" in raw:
-                out["latents"] = raw["latents"].to(self.device, torch.float32, non_blocking=True)
-            else:
-                frames = raw["frames"].to(self.device, non_blocking=True)
-                if not frames.dtype.is_floating_point:  # uint8 native frames -> model size, [-1, 1]
-                    frames = frames_to_model(frames, (self.model_config.height, self.model_config.width))
-                with self.autocast():
-                    out["latents"] = self.get_vae().encode(frames.transpose(1, 2)).float()  # VAE takes (B, 3, T, H, W)
-                out["frames"] = frames  # (B, T, 3, H, W) in [-1, 1]
+            out["latents"], frames = self.latents_of(raw)
+            if frames is not None:
+                out["frames"] = frames
             out["keys"] = raw["keys"].to(self.device, torch.float32, non_blocking=True)
             if "ref_tokens" in raw:
                 out["ref_tokens"] = raw["ref_tokens"].to(self.device, torch.float32, non_blocking=True)
@@ -316,6 +310,17 @@ class Trainer:
         self._sync_device()
         self._encode_s += time.perf_counter() - t0
         return out
+
+    def latents_of(self, raw: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B, C, F, h, w) latents of a collated batch, read from a latent cache or encoded from its clips'
+        frames by the VAE; and those frames, (B, T, 3, H, W) in [-1, 1] (None for a latent cache)."""
+        if "latents" in raw:
+            return raw["latents"].to(self.device, torch.float32, non_blocking=True), None
+        frames = raw["frames"].to(self.device, non_blocking=True)
+        if not frames.dtype.is_floating_point:  # uint8 native frames -> model size, [-1, 1]
+            frames = frames_to_model(frames, (self.model_config.height, self.model_config.width))
+        with self.autocast():
+            return self.get_vae().encode(frames.transpose(1, 2)).float(), frames  # VAE takes (B, 3, T, H, W)
 
     def loss_weights(self, z: torch.Tensor) -> torch.Tensor | None:
         """(B, 1, F, h, w) weights of the latent cells under `fighter_weight` (train/fighter_cells.py), or
@@ -334,18 +339,11 @@ class Trainer:
         from wantofight.train.fighter_cells import stage_latent
         from wantofight.train.game_vae import eval_indices
 
-        dataset, size = self.datasets["train"], (self.model_config.height, self.model_config.width)
-        latents = []
+        dataset, latents = self.datasets["train"], []
         for i in eval_indices(len(dataset), count):
             item = dataset[(i, 0)]
-            if "latents" in item:
-                latents.append(torch.as_tensor(item["latents"]).to(self.device, torch.float32))
-                continue
-            frames = torch.as_tensor(item["frames"]).to(self.device)[None]
-            if not frames.dtype.is_floating_point:
-                frames = frames_to_model(frames, size)
-            with self.autocast():
-                latents.append(self.get_vae().encode(frames.transpose(1, 2)).float()[0])
+            one = {k: torch.as_tensor(item[k])[None] for k in ("latents", "frames") if k in item}  # a batch of one
+            latents.append(self.latents_of(one)[0][0])
         return stage_latent(torch.stack(latents))
 
     # ------------------------------------------------------------------------------------------
