@@ -18,6 +18,7 @@ from wantofight.train.metrics import read_metrics
 from wantofight.train.run import train
 from wantofight.train.stage1 import Stage1Trainer
 from wantofight.train.trainer import TrainError
+from wantofight.train.validation import collate
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,6 +98,31 @@ def test_stage1_binds_each_players_keys_to_that_players_blob(keyed_stage1):
     0.11). Ablation: with the same reference tokens for both players nothing tells the players apart (the
     model is symmetric in them), swapping the keys changes nothing (0.22 either way) and this fails."""
     assert keyed_stage1["keys"] < 0.5 * keyed_stage1["swapped"], keyed_stage1
+
+
+def test_validation_also_scores_the_val_windows_with_the_keys_released_and_swapped(tmp_path):
+    """`val_loss_released` and `val_loss_swapped` (per tier too) are the loss on the same val windows and
+    noise with every key released and with the players' keys swapped. At init the keyboard injection is
+    the identity, so the keys cannot matter yet and the three are equal; 20 steps on the keyed blobs make
+    them differ. Ablation: with KEY_ABLATIONS returning the keys unchanged the three stay equal and this fails."""
+    from wantofight.train.validation import VAL_STEP, tier_losses
+
+    datasets = {"train": KeyedBlobDataset(), "val": KeyedBlobDataset(seed=1)}
+    trainer = KeyedBatch(tiny_config("max_steps=20", *KEYED_SETS), None, tmp_path / "run", datasets=datasets,
+                         progress=False)
+    with torch.no_grad():
+        before = tier_losses(trainer, datasets["val"])
+    assert before["val_loss_released"] == before["val_loss"] == before["val_loss_swapped"], before
+    trainer.fit()
+    trainer.wrapped.eval()
+    with torch.no_grad():
+        after = tier_losses(trainer, datasets["val"])
+        batch = trainer.to_model_space(collate([datasets["val"][i] for i in range(8)]))  # one val batch of 8
+        released = trainer.loss({**batch, "keys": torch.zeros_like(batch["keys"])}, micro=0, step=VAL_STEP)[0]
+        swapped = trainer.loss({**batch, "keys": batch["keys"][:, :, [1, 0]]}, micro=0, step=VAL_STEP)[0]
+    assert after["val_loss_released/single-action"] == pytest.approx(float(released), rel=1e-6)
+    assert after["val_loss_swapped/single-action"] == pytest.approx(float(swapped), rel=1e-6)
+    assert after["val_loss_released"] != after["val_loss"] != after["val_loss_swapped"], after
 
 
 class InterruptAt(Stage1Trainer):

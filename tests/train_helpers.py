@@ -152,9 +152,10 @@ levels near 1, where the keys decide what the frames show (at low noise the nois
 def keyed_losses(trainer, draws: int = 8) -> dict[str, float]:
     """The trainer's loss on its (fixed) batch, averaged over `draws` fixed noise draws, with the batch's
     keys, with every key released, and with the two players' keys swapped."""
+    from wantofight.train.validation import KEY_ABLATIONS
+
     batch = trainer.batch()
-    variants = {"keys": batch["keys"], "released": torch.zeros_like(batch["keys"]),
-                "swapped": batch["keys"][:, :, [1, 0]]}
+    variants = {"keys": batch["keys"], **{name: ablate(batch["keys"]) for name, ablate in KEY_ABLATIONS.items()}}
     trainer.wrapped.eval()
     with torch.no_grad():
         return {name: sum(float(trainer.loss({**batch, "keys": keys}, 0, step=10_000 + d)[0])

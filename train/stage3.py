@@ -130,6 +130,7 @@ class Stage3Trainer(Stage2Trainer):
 
     stage = "stage3"
     attention = "block_causal"
+    key_ablations = False  # DMD's loss scores the student's rollouts against critics, not the clip under its keys
     init_stages = ("stage2",)
     sampler_name = "x0_renoise"
 

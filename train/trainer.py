@@ -97,6 +97,9 @@ class Trainer:
 
     stage = "base"
     attention = "bidirectional"
+    key_ablations = True
+    """Validation also scores the val windows with the keys released and swapped (train/validation.py):
+    meaningful for a loss that reconstructs the clip under its keys."""
 
     def __init__(self, config: TrainConfig, data: str | Path | None, run_dir: str | Path, *, resume: bool = False,
                  init_from: str | Path | None = None, device: str | None = None, progress: bool = True,

@@ -15,6 +15,14 @@ import torch
 VAL_STEP = -2
 """Step number fed to the per-sample noise seeds of validation (never a training step)."""
 
+KEY_ABLATIONS = {
+    "released": lambda keys: torch.zeros_like(keys),
+    "swapped": lambda keys: keys[:, :, [1, 0]],  # (B, T, P, 16): each player gets the other's keys
+}
+"""The keys a flow-matching stage is also validated under, with the same windows and noise: every key
+released, and the players' keys swapped (docs/training.md, "Are the keys learned?"). A model that follows
+each player's keys has a higher loss under both; one that ignores them has the same three losses."""
+
 
 def collate(items: list[dict]) -> dict:
     """Stack the tensors the trainer reads; keep tier / clip id as lists."""
@@ -40,16 +48,23 @@ def tier_losses(trainer, dataset) -> dict[str, float]:
     tiers = sorted(set(dataset.item_tiers))
     per_tier = max(1, (v.batches * bs) // max(1, len(tiers)))
     indices = val_indices(list(dataset.item_tiers), per_tier)
-    sums: dict[str, float] = {}
+    names = ["val_loss"] + ([f"val_loss_{a}" for a in KEY_ABLATIONS] if trainer.key_ablations else [])
+    sums: dict[tuple[str, str], float] = {}
     counts: dict[str, int] = {}
     for b, start in enumerate(range(0, len(indices), bs)):
         batch = trainer.to_model_space(collate([dataset[(i, 0)] for i in indices[start:start + bs]]))
-        _, per_sample = trainer.loss(batch, micro=b, step=VAL_STEP)
-        for tier, value in zip(batch["tier"], per_sample.tolist()):
-            sums[tier] = sums.get(tier, 0.0) + value
+        for name in names:
+            ablation = KEY_ABLATIONS.get(name.removeprefix("val_loss_"))
+            keyed = batch if ablation is None else {**batch, "keys": ablation(batch["keys"])}
+            _, per_sample = trainer.loss(keyed, micro=b, step=VAL_STEP)  # the same noise for every name
+            for tier, value in zip(batch["tier"], per_sample.tolist()):
+                sums[name, tier] = sums.get((name, tier), 0.0) + value
+        for tier in batch["tier"]:
             counts[tier] = counts.get(tier, 0) + 1
-    out = {f"val_loss/{t}": sums[t] / counts[t] for t in sorted(sums)}
-    out["val_loss"] = sum(sums.values()) / max(1, sum(counts.values()))
+    out = {}
+    for name in names:
+        out.update({f"{name}/{t}": sums[name, t] / counts[t] for t in sorted(counts)})
+        out[name] = sum(sums[name, t] for t in counts) / max(1, sum(counts.values()))
     return out
 
 
