@@ -20,7 +20,9 @@ KEYS = ROOT / "collect" / "games" / "duel" / "keys"
 PROBE_RUNS = {
     "probe-match": ["--policy", "scripted", "--episodes", "24", "--workers", "2", "--seed", "1"],
     "probe-mash": ["--policy", "mash", "--p2-policy", "scripted", "--episodes", "6", "--workers", "2", "--seed", "2"],
-    "probe-drill": ["--policy", "drill", "--episodes", "2", "--workers", "2", "--seed", "3"],
+    # 12 drill episodes, not 2: the curriculum sends a tenth of each run's episodes (at least one) to val,
+    # and with 2 episodes stage 1 kept only 54 single-action windows to learn the keys from (docs/model.md)
+    "probe-drill": ["--policy", "drill", "--episodes", "12", "--workers", "2", "--seed", "3"],
 }
 HELDOUT_RUNS = {
     "heldout-match": ["--policy", "scripted", "--episodes", "40", "--workers", "2", "--seed", "100"],
@@ -34,7 +36,9 @@ def ensure(root: Path) -> dict[str, float]:
     seconds = {}
     for name, args in {**PROBE_RUNS, **HELDOUT_RUNS}.items():
         out = root / name
-        settings = ["--resume"] if (out / "run.json").is_file() else args  # tops a run up to its episodes
+        # --resume tops a run up to --episodes, whose default (2) would add an episode to a 1-episode run
+        episodes = args[args.index("--episodes"):args.index("--episodes") + 2]
+        settings = ["--resume", *episodes] if (out / "run.json").is_file() else args
         t0 = time.perf_counter()
         subprocess.run(["wtf", "collect", *settings, "--out", str(out), "--no-progress"], check=True,
                        stdout=subprocess.DEVNULL)
