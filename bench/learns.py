@@ -36,7 +36,7 @@ SIZE = "128x128"
 FRAMES = 33
 SEED = 0
 # Steps at --scale 1 (about 3 hours on 2 cores with the VAE; docs/recipes.md has the breakdown).
-STEPS = {"vae": 2500, "vae-33": 300, "stage1": 4000, "stage2": 2000, "stage3": 300}
+STEPS = {"vae": 2500, "vae-33": 300, "vae-fw": 300, "stage1": 4000, "stage2": 2000, "stage3": 300}
 KEY_MODES = "real,zero,swap-players"
 SCENARIOS = ("static", "jump_over", "chase_cross", "overlap", "long")
 SCENARIO_ORDER = ("single-action", "dual-action", *SCENARIOS)
@@ -78,6 +78,9 @@ DIT_WIDTH = 128
 it keeps them where they stand (docs/model.md "What the DiT needs")."""
 DIT_SETS = ["--set", f"model.dim={DIT_WIDTH}", "--set", f"model.ffn_dim={2 * DIT_WIDTH}"]
 FIGHTER_WEIGHT = 10
+VAE_FIGHTER_WEIGHT = 20
+"""The VAE's last step counts each fighter pixel 21 times in its MSE (docs/model.md, "Weighting the fighters'
+pixels makes them readable")."""
 """Stages 1 and 2 weight the fighters' latent cells (docs/training.md "Weighting the fighters")."""
 
 
@@ -96,6 +99,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "learns", help="curriculum and latents")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "learns", help="VAE, stages and reports")
     parser.add_argument("--vae", type=Path, help="a trained `wtf train vae` folder to use instead of training one")
+    parser.add_argument("--vae-base", type=Path, help="a VAE trained on 33-frame runs (e.g. train/shipped/duel-tiny/vae) "
+                        "to start the fighter-weighted VAE step from, instead of training steps 4 and 5")
     parser.add_argument("--probe", type=Path, default=ROOT / "runs" / "bench-probe" / SIZE,
                         help="the benchmark's probe at 128x128 (python bench/probe.py)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every training step count")
@@ -130,20 +135,27 @@ def main() -> None:
                                     "--workers", "2", "--seed", str(SEED), log=log)
 
     # 3. the game VAE: whole frames in 9-frame runs, then 33-frame runs (the DiT's window), since a causal
-    #    VAE trained on 9 frames drifts from the 10th on (docs/model.md)
-    base, vae = args.runs / "vae-9", args.vae or args.runs / "vae"
+    #    VAE trained on 9 frames drifts from the 10th on, then the fighters' pixels weighted, without which the
+    #    fighters decode as blobs that the probe cannot read (docs/model.md)
+    base, vae33, vae = args.runs / "vae-9", args.vae_base or args.runs / "vae-33", args.vae or args.runs / "vae"
+    train_vae = args.vae is None and args.vae_base is None
     vae_sets = ["--set", "precision=bf16", "--set", "data.batch_size=1", "--set", "model.vae.is_residual=true",
                 "--set", "vae.sample_posterior=false", "--set", "validation.every=250", "--set", f"data.frames={FRAMES}"]
-    if args.vae is None and not (base / "report.json").is_file():
+    if train_vae and not (base / "report.json").is_file():
         seconds["vae-9"] = wtf("train", "vae", "--data", str(ds), "--out", str(base), "--size", SIZE,
                                "--max-steps", str(steps["vae"]), *vae_sets, "--set", "vae.crop=0",
                                "--set", "optim.lr=2e-3", log=log)
-    if args.vae is None and not (vae / "report.json").is_file():
-        seconds["vae-33"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae), "--size", SIZE,
-                                "--max-steps", str(steps["vae-33"]), *vae_sets, "--set", "vae.crop=0",
-                                "--set", f"vae.clip_frames={FRAMES}",
-                                "--set", "optim.lr=3e-4", "--set", "optim.warmup_steps=20",
+    runs33 = [*vae_sets, "--set", "vae.crop=0", "--set", f"vae.clip_frames={FRAMES}", "--set", "optim.lr=3e-4",
+              "--set", "optim.warmup_steps=20"]
+    if train_vae and not (vae33 / "report.json").is_file():
+        seconds["vae-33"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae33), "--size", SIZE,
+                                "--max-steps", str(steps["vae-33"]), *runs33,
                                 "--set", f"model.vae.pretrained={base.resolve()}", log=log)
+    if args.vae is None and not (vae / "report.json").is_file():
+        seconds["vae-fw"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae), "--size", SIZE,
+                                "--max-steps", str(steps["vae-fw"]), *runs33,
+                                "--set", f"vae.fighter_weight={VAE_FIGHTER_WEIGHT}",
+                                "--set", f"model.vae.pretrained={vae33.resolve()}", log=log)
     vae = vae.resolve()
 
     # 4. latents
@@ -154,7 +166,8 @@ def main() -> None:
     # 5. stage 1 with the curriculum and without it; stage 2; stage 3
     runs = {name: args.runs / name for name in ("stage1", "stage1-no-curriculum", "stage2", "stage3")}
     common = [*model_sets(vae), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
-              "--set", f"fighter_weight={FIGHTER_WEIGHT}", "--set", "validation.every=100000"]
+              "--set", f"fighter_weight={FIGHTER_WEIGHT}", "--set", "validation.every=100000",
+              "--set", "validation.batches=16"]  # validated once, at the last step, on 21 val windows per tier
     for name, phases in (("stage1", curriculum(steps["stage1"])), ("stage1-no-curriculum", NO_CURRICULUM)):
         if not trained(runs[name], steps["stage1"]):
             resume = ["--resume"] if (runs[name] / "checkpoints" / "latest").is_file() else []
@@ -220,10 +233,12 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
     def fmt(x, spec: str) -> str:
         return "n/a" if x is None else format(x, spec)
 
-    vae_steps = f"{steps['vae']} + {steps['vae-33']}" if args.vae is None else "reused"
+    vae_steps = ("reused" if args.vae else f"{steps['vae-fw']} fighter-weighted from {args.vae_base}" if args.vae_base
+                 else f"{steps['vae']} + {steps['vae-33']} + {steps['vae-fw']} fighter-weighted")
     out = ["# bench/results/learns.md: the CPU recipe, scored by `wtf benchmark`", "",
            f"Written by `python bench/learns.py --scale {args.scale} --max-cases {args.max_cases}"
-           f"{' --vae ' + str(args.vae) if args.vae else ''}` at commit {commit()}; seeds: recordings as "
+           f"{' --vae ' + str(args.vae) if args.vae else ''}{' --vae-base ' + str(args.vae_base) if args.vae_base else ''}"
+           f"` at commit {commit()}; seeds: recordings as "
            f"bench/recipe.py (probe 1-3, held-out 100-102), curriculum split and training {SEED}, benchmark "
            "noise per case (benchmark/run.py).", "",
            f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x {FRAMES} frames, 128x128, DiT width "
@@ -262,11 +277,29 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
         out.append(f"| {r} | {fmt(mean('psnr'), '.2f')} | {fmt(mean('ssim'), '.3f')} | {fmt(mean('x_error'), '.1f')}"
                    f" | {fmt(long.get('found') if long.get('cases') else None, '.3f')} | "
                    f"{fmt(v.get('speed', {}).get('ms_per_chunk'), '.0f')} |")
+    out += ["", *key_gaps(runs), ""]
     out += ["", *targets(by), ""]
     out += ["## Time (seconds, this run; a step skipped because its output existed is absent)", "",
             "| " + " | ".join(seconds) + " |", "|---" * len(seconds) + "|",
             "| " + " | ".join(f"{s:.0f}" for s in seconds.values()) + " |", ""]
     return "\n".join(out)
+
+
+def key_gaps(runs: dict[str, Path]) -> list[str]:
+    """Each flow-matching run's last validation: its loss on held-out windows with their keys, with every
+    key released and with the players' keys swapped (train/validation.py), per action tier."""
+    from wantofight.train.metrics import read_metrics
+
+    lines = ["## Do the keys matter? Val loss on held-out windows (same windows and noise)", "",
+             "| model | tier | with the keys | keys released | players' keys swapped |", "|---|---|---|---|---|"]
+    for name, run in runs.items():
+        last = next((r for r in reversed(read_metrics(run)) if "val_loss_released" in r), None) if run.is_dir() else None
+        for tier in ("single-action", "dual-action") if last else ():
+            if f"val_loss/{tier}" in last:
+                lines.append(f"| {name} | {tier} | {last[f'val_loss/{tier}']:.4f} | "
+                             f"{last[f'val_loss_released/{tier}']:.4f} | {last[f'val_loss_swapped/{tier}']:.4f} |")
+    return lines + ["", "A model that follows the keys has a lower loss with them than released or swapped; stage 3's "
+                    "DMD loss has no such reading (docs/training.md, \"Are the keys learned?\")."]
 
 
 def follow_ratio(by: dict, name: str, fam: str) -> float | None:
