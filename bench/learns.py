@@ -78,10 +78,10 @@ DIT_WIDTH = 128
 it keeps them where they stand (docs/model.md "What the DiT needs")."""
 DIT_SETS = ["--set", f"model.dim={DIT_WIDTH}", "--set", f"model.ffn_dim={2 * DIT_WIDTH}"]
 FIGHTER_WEIGHT = 10
+"""Stages 1 and 2 weight the fighters' latent cells (docs/training.md "Weighting the fighters")."""
 VAE_FIGHTER_WEIGHT = 20
 """The VAE's last step counts each fighter pixel 21 times in its MSE (docs/model.md, "Weighting the fighters'
 pixels makes them readable")."""
-"""Stages 1 and 2 weight the fighters' latent cells (docs/training.md "Weighting the fighters")."""
 
 
 def model_sets(vae: Path) -> list[str]:
