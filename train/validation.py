@@ -48,21 +48,21 @@ def tier_losses(trainer, dataset) -> dict[str, float]:
     tiers = sorted(set(dataset.item_tiers))
     per_tier = max(1, (v.batches * bs) // max(1, len(tiers)))
     indices = val_indices(list(dataset.item_tiers), per_tier)
-    names = ["val_loss"] + ([f"val_loss_{a}" for a in KEY_ABLATIONS] if trainer.key_ablations else [])
+    ablations = {"val_loss": None, **({f"val_loss_{a}": f for a, f in KEY_ABLATIONS.items()} if trainer.key_ablations
+                                      else {})}
     sums: dict[tuple[str, str], float] = {}
     counts: dict[str, int] = {}
     for b, start in enumerate(range(0, len(indices), bs)):
         batch = trainer.to_model_space(collate([dataset[(i, 0)] for i in indices[start:start + bs]]))
-        for name in names:
-            ablation = KEY_ABLATIONS.get(name.removeprefix("val_loss_"))
-            keyed = batch if ablation is None else {**batch, "keys": ablation(batch["keys"])}
+        for name, ablate in ablations.items():
+            keyed = batch if ablate is None else {**batch, "keys": ablate(batch["keys"])}
             _, per_sample = trainer.loss(keyed, micro=b, step=VAL_STEP)  # the same noise for every name
             for tier, value in zip(batch["tier"], per_sample.tolist()):
                 sums[name, tier] = sums.get((name, tier), 0.0) + value
         for tier in batch["tier"]:
             counts[tier] = counts.get(tier, 0) + 1
     out = {}
-    for name in names:
+    for name in ablations:
         out.update({f"{name}/{t}": sums[name, t] / counts[t] for t in sorted(counts)})
         out[name] = sum(sums[name, t] for t in counts) / max(1, sum(counts.values()))
     return out
