@@ -38,8 +38,8 @@ def raw_decode(ds_dir: Path) -> float:
     videos = [v.as_py() for f in sorted(ds_dir.glob("full-match/*.parquet")) for v in pq.read_table(f, columns=["video"])["video"]]
     count, start = 0, time.perf_counter()
     for video in videos:
-        reader = open_video(video, num_threads=1)
-        count += len(reader.get_batch(list(range(len(reader)))).asnumpy())
+        with open_video(video, num_threads=1) as reader:
+            count += len(reader.get_batch(list(range(len(reader)))).asnumpy())
     return count / (time.perf_counter() - start)
 
 

@@ -14,12 +14,15 @@ import os
 import shutil
 import socket
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from wantofight.interrupts import ctrl_c_held
 
 FORMAT_VERSION = 1
 TMP_PREFIX = ".tmp-"
@@ -60,23 +63,31 @@ class VideoWriter:
         self.container.close()
 
 
-def open_video(source: Path | bytes, num_threads: int = 0):
-    """A decord VideoReader on an MP4 file or MP4 bytes. The reader's `_handle` is set before its
-    `__init__` runs: a Ctrl-C inside that `__init__` would otherwise leave an object whose `__del__`
-    prints an "Exception ignored ... no attribute '_handle'" traceback under the one-line stop message."""
+@contextmanager
+def open_video(source: Path | bytes, num_threads: int = 0) -> Iterator:
+    """`with open_video(src) as reader:` a decord VideoReader on an MP4 file or MP4 bytes, freed when
+    the block ends. decord frees its C objects (the reader, each batch) in `__del__`, where a Ctrl-C
+    would be printed as a traceback and dropped, so the block runs with Ctrl-C held until it ends
+    (`interrupts.ctrl_c_held`); keep it to the decoding. The reader's `_handle` is set before its
+    `__init__` runs, so a reader that failed to open frees nothing."""
     import decord
 
-    reader = decord.VideoReader.__new__(decord.VideoReader)
-    reader._handle = None
-    reader.__init__(str(source) if isinstance(source, Path) else io.BytesIO(source), ctx=decord.cpu(0),
-                    num_threads=num_threads)
-    return reader
+    with ctrl_c_held():
+        reader = decord.VideoReader.__new__(decord.VideoReader)
+        reader._handle = None
+        try:
+            reader.__init__(str(source) if isinstance(source, Path) else io.BytesIO(source), ctx=decord.cpu(0),
+                            num_threads=num_threads)
+            yield reader
+        finally:
+            reader.__del__()  # here, not whenever the last reference goes
+            reader._handle = None
 
 
 def read_video(source: Path | bytes) -> np.ndarray:
     """All frames of an MP4 file or of MP4 bytes: (T, H, W, 3) uint8."""
-    reader = open_video(source)
-    return reader.get_batch(list(range(len(reader)))).asnumpy()
+    with open_video(source) as reader:
+        return reader.get_batch(list(range(len(reader)))).asnumpy()
 
 
 def ram_column_type(values: list[int]) -> pa.DataType:

@@ -13,6 +13,7 @@ and sprites keep hard edges and their exact palette colours; NES 240x224 -> 512x
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,17 +80,18 @@ def decode_rows(video: bytes, rows: np.ndarray, num_frames: int, height: int, wi
     once. Raises ClipError when the video does not hold `num_frames` frames of `height` x `width`."""
     from wantofight.collect.episode_files import open_video
 
-    try:
-        reader = open_video(video, num_threads=1)
-    except Exception as err:  # decord raises its own DECORDError and RuntimeError variants
-        raise ClipError(f"undecodable video ({err})") from None
-    if len(reader) != num_frames:
-        raise ClipError(f"video has {len(reader)} frames, the row says {num_frames}")
-    unique, inverse = np.unique(rows, return_inverse=True)
-    try:
-        decoded = reader.get_batch(unique.tolist()).asnumpy()
-    except Exception as err:
-        raise ClipError(f"video frames {unique[0]}..{unique[-1]} undecodable ({err})") from None
+    with ExitStack() as stack:
+        try:
+            reader = stack.enter_context(open_video(video, num_threads=1))
+        except Exception as err:  # decord raises its own DECORDError and RuntimeError variants
+            raise ClipError(f"undecodable video ({err})") from None
+        if len(reader) != num_frames:
+            raise ClipError(f"video has {len(reader)} frames, the row says {num_frames}")
+        unique, inverse = np.unique(rows, return_inverse=True)
+        try:
+            decoded = reader.get_batch(unique.tolist()).asnumpy()
+        except Exception as err:
+            raise ClipError(f"video frames {unique[0]}..{unique[-1]} undecodable ({err})") from None
     if decoded.shape[1:] != (height, width, 3):
         raise ClipError(f"video frames are {decoded.shape[1:3]}, the row says {(height, width)}")
     return decoded[inverse]

@@ -362,3 +362,24 @@ def test_help_is_fast_and_lists_commands():
     for command in ("collect", "replay", "games"):
         assert command in proc.stdout
     assert time.perf_counter() - started < 10
+
+
+def test_ctrl_c_while_decord_frees_a_reader_still_stops_the_command(monkeypatch, recorded):
+    """decord frees a reader in its __del__, where a KeyboardInterrupt is printed and dropped: the
+    command would run on to exit 0 after the user's Ctrl-C (seen once in `wtf benchmark run`). The
+    Ctrl-C must come out of read_video, with nothing printed."""
+    import decord.video_reader
+
+    (episode,) = episodes(recorded(policy="scripted", episodes=1, max_frames=240, fps=30))
+    free = decord.video_reader._CAPI_VideoReaderFree
+
+    def free_then_ctrl_c(handle):
+        free(handle)
+        signal.raise_signal(signal.SIGINT)  # as a terminal's Ctrl-C landing during the free
+
+    unraisable = []
+    monkeypatch.setattr(decord.video_reader, "_CAPI_VideoReaderFree", free_then_ctrl_c)
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with pytest.raises(KeyboardInterrupt):
+        episode_files.read_video(episode / "video.mp4")
+    assert unraisable == []

@@ -5,7 +5,10 @@ KeyboardInterrupt and print its own traceback while the parent tries to stop the
 inside `workers_ignore_ctrl_c()` inherit an ignored SIGINT (spawned or forked alike), so only the
 parent sees it and decides: let them finish at a safe point, or end them at once when what they do
 is lost anyway. Where a KeyboardInterrupt could strike mid-conversation with workers (a message half
-read from a pipe), `SafeStop` turns the first Ctrl-C into a flag the loop checks.
+read from a pipe), `SafeStop` turns the first Ctrl-C into a flag the loop checks. `ctrl_c_held()`
+holds a Ctrl-C until a short block ends, for C libraries that free their objects in `__del__`
+(decord): a KeyboardInterrupt raised inside `__del__` is printed and dropped, and the command would
+go on as if it had never been stopped.
 """
 
 from __future__ import annotations
@@ -31,6 +34,23 @@ def workers_ignore_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """A Ctrl-C inside the block takes effect when the block ends (as KeyboardInterrupt, or through
+    whatever handler was in place: `SafeStop`'s flag, an outer `ctrl_c_held`). Keep the block short."""
+    if not _main_thread() or signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        yield  # only the main thread gets signals; an ignored or default SIGINT stays as it is
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)  # the restored handler runs now, outside the block
 
 
 class SafeStop:
