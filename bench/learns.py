@@ -110,6 +110,8 @@ def main() -> None:
     parser.add_argument("--ship", action="store_true", help="export stage 3 to train/shipped/duel-tiny")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "2")
+    # bf16 convolutions on AMX abort with heap corruption in torch 2.14.1's oneDNN (docs/model.md, "Known limits")
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
     args.runs.mkdir(parents=True, exist_ok=True)
     log = args.runs / "recipe.log"
     steps = {k: scaled(v, args.scale) for k, v in STEPS.items()}
