@@ -38,7 +38,7 @@ def workers_ignore_ctrl_c() -> Iterator[None]:
 
 @contextmanager
 def ctrl_c_held() -> Iterator[None]:
-    """A Ctrl-C inside the block takes effect when the block ends (as KeyboardInterrupt, or through
+    """Each Ctrl-C inside the block takes effect when the block ends (as KeyboardInterrupt, or through
     whatever handler was in place: `SafeStop`'s flag, an outer `ctrl_c_held`). Keep the block short."""
     if not _main_thread() or signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
         yield  # only the main thread gets signals; an ignored or default SIGINT stays as it is
@@ -49,7 +49,7 @@ def ctrl_c_held() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if caught:
+        for _ in caught:  # each one, as it would have come: SafeStop's second Ctrl-C means "stop now"
             signal.raise_signal(signal.SIGINT)  # the restored handler runs now, outside the block
 
 
