@@ -32,6 +32,12 @@ def case_follow(case: dict, key: str = "follow") -> float | None:
     return mean([case[p][key] for p in ("p1", "p2")])
 
 
+def actor_and_idle(case: dict) -> tuple[float | None, float | None]:
+    """A single-action case's following of the player who acts and of the one who stands still."""
+    actor = f"p{case['actor']}"
+    return case[actor]["follow"], case["p2" if actor == "p1" else "p1"]["follow"]
+
+
 def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
     found = []
     for vdir in sorted((out / "variants").glob("*")):
@@ -64,6 +70,9 @@ def summarize(info: dict, cases: list[dict]) -> dict:
                             "state": mean(case_follow(c, "state") for c in group),
                             "direction": mean(case_follow(c, "direction") for c in group),
                             "p1": mean(c["p1"]["follow"] for c in group), "p2": mean(c["p2"]["follow"] for c in group)}
+    single = [actor_and_idle(c) for c in by_scenario["single-action"] if c.get("actor")]
+    families["single-action"]["actor"] = mean(a for a, _ in single)  # the move itself: what the keys ask for
+    families["single-action"]["idle"] = mean(i for _, i in single)  # the other fighter, standing still
     families["all"] = {"cases": len(cases), "follow": mean(case_follow(c) for c in cases)}
     scenarios = {}
     for s, group in by_scenario.items():
@@ -149,7 +158,9 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     summaries, rat = report["variants"], report.get("follow_vs_emulator", {})
     fams = ("single-action", "dual-action", "identity", "all")
     follow = [[s["name"]] + [f"{fmt(s['families'][f]['follow'])} ({s['families'][f]['cases']})" for f in fams]
-              + [fmt(rat.get(s["name"], {}).get(f)) for f in ("single-action", "dual-action")] for s in summaries]
+              + [fmt(rat.get(s["name"], {}).get(f)) for f in ("single-action", "dual-action")]
+              + [f"{fmt(s['families']['single-action'].get('actor'))} / {fmt(s['families']['single-action'].get('idle'))}"]
+              for s in summaries]
     binding = [[s["name"]] + [f"{fmt(s['scenarios'][sc]['binding'], 'pct')} ({s['scenarios'][sc]['cases']})"
                               for sc in IDENTITY] for s in summaries]
     fidelity = [[s["name"]] + [fmt(s["scenarios"][sc][k], kind) for sc in SCENARIOS
@@ -164,7 +175,7 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
     return [
         ("Action following (state class and direction within ±2 rows; cases)",
-         ["model", *fams, "single × emulator", "dual × emulator"], follow),
+         ["model", *fams, "single × emulator", "dual × emulator", "single: actor / idle"], follow),
         ("Identity binding (% of cases bound correctly; cases)", ["model", *IDENTITY], binding),
         ("Fidelity and speed (mean over scenarios)",
          ["model", "PSNR dB", "SSIM", "LPIPS", "x error px", "long: both found", "ms/chunk", "frames/s"], overall),

@@ -259,7 +259,10 @@ def test_wtf_benchmark_runs_a_checkpoint_its_ablations_and_the_baselines(report_
     assert ckpt["variant"]["checkpoint_digest"] and report["suite_digest"] == suite.digest
     assert report["variants"][0]["speed"]["ms_per_chunk"] is None
     assert report["follow_vs_emulator"]["emulator"]["all"] == pytest.approx(1.0)
+    first = report["variants"][1]["families"]["single-action"]
+    assert first["actor"] < first["idle"]  # the prompt repeated keeps the fighter who stands still, not the move
     html = (out / "index.html").read_text()
+    assert "single: actor / idle" in html
     assert "Identity binding" in html and "plots/binding.png" in html and ".mp4" in html
     assert (out / "plots" / "binding.png").read_bytes()[:4] == b"\x89PNG"
     videos = [Path(out, v["path"]) for v in ckpt["videos"]]
