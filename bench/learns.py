@@ -255,12 +255,14 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
                 f"(target 32), last 4 frames {fmt(last, '.1f')} dB, fighters' PSNR "
                 f"{vae_report['fighters_psnr']['val']:.1f} dB (only the pixels that differ from the stage).", ""]
     out += ["## Action following (state class and direction within ±2 rows; cases)", "",
-            "| model | single-action | dual-action | identity | all | single × emulator | dual × emulator |",
-            "|---|---|---|---|---|---|---|"]
+            "| model | single-action | dual-action | identity | all | single × emulator | dual × emulator "
+            "| single: actor / idle |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         v = by[r]
         cells = [f"{fmt(v['families'][f]['follow'], '.3f')} ({v['families'][f]['cases']})" for f in FAMILIES]
-        out.append(f"| {r} | {' | '.join(cells)} | {ratio(r, 'single-action')} | {ratio(r, 'dual-action')} |")
+        single = v["families"]["single-action"]  # the fighter who acts / the one who stands still
+        out.append(f"| {r} | {' | '.join(cells)} | {ratio(r, 'single-action')} | {ratio(r, 'dual-action')} "
+                   f"| {fmt(single.get('actor'), '.3f')} / {fmt(single.get('idle'), '.3f')} |")
     out += ["", "## Identity binding (% of cases bound correctly; cases)", "",
             "| model | " + " | ".join(SCENARIOS) + " |", "|---" * (len(SCENARIOS) + 1) + "|"]
     for r in rows:
