@@ -33,26 +33,28 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=3, help="windows per held-out episode")
     args = parser.parse_args()
     from wantofight.benchmark.episodes import open_runs
-    from wantofight.benchmark.probe import load_probe, to_probe_pixels
+    from wantofight.benchmark.probe import load_probe
+    from wantofight.datasets.frames import resize_to_model, stretch_uint8
     from wantofight.datasets.latent_cache import load_vae
+    from wantofight.train.validation import to_uint8
 
     vae, probe = load_vae(str(args.vae))[0], load_probe(args.probe)
+    x_tolerance = next(f.tolerance for f in probe.fields if f.name == "x")
     _, episodes = open_runs([args.root / "heldout-match", args.root / "heldout-drill"])
     hits = {k: np.zeros(FRAMES) for k in ("state", "state_orig", "x", "n_state", "n_x")}
     for ep in episodes:
         for start in np.linspace(60, ep.rows - FRAMES - 1, args.windows).astype(int):
             rows = np.arange(start, start + FRAMES)
-            pixels = to_probe_pixels(ep.frames(rows), probe.size)  # (T, 3, H, W) uint8
-            x = pixels.float().div(127.5).sub(1).transpose(0, 1)[None]  # (1, 3, T, H, W) in [-1, 1]
+            real = stretch_uint8(ep.frames(rows), probe.size)  # (T, H, W, 3) uint8, as the benchmark scores
+            frames = resize_to_model(real, probe.size).transpose(0, 1)[None]  # (1, 3, T, H, W), the data path's
             with torch.no_grad():
-                out = vae.decode(vae.encode(x))[0].transpose(0, 1)
-            rec = ((out.clamp(-1, 1) + 1) * 127.5).round().byte().contiguous()
-            read, read_orig = probe.read(rec), probe.read(pixels.contiguous())
+                rec = to_uint8(vae.decode(vae.encode(frames))[0])  # the benchmark's `--model vae` round trip
+            read, read_orig = probe.read(rec), probe.read(real)
             truth, valid = ep.truth.values, ep.truth.valid
             ok, ok_x = valid["state"][rows], valid["x"][rows]
             hits["state"] += ((read["state"] == truth["state"][rows]) & ok).sum(1)
             hits["state_orig"] += ((read_orig["state"] == truth["state"][rows]) & ok).sum(1)
-            hits["x"] += ((np.abs(read["x"] - truth["x"][rows]) <= 4) & ok_x).sum(1)
+            hits["x"] += ((np.abs(read["x"] - truth["x"][rows]) <= x_tolerance) & ok_x).sum(1)
             hits["n_state"] += ok.sum(1)
             hits["n_x"] += ok_x.sum(1)
 
@@ -61,7 +63,7 @@ def main() -> None:
         return hits[key][frames].sum() / max(1, hits[n][frames].sum())
 
     print(f"{args.vae}: {len(episodes)} episodes x {args.windows} windows of {FRAMES} frames; probe {args.probe}")
-    print(f"{'frames':<28} {'state':>7} {'originals':>10} {'x within 4 px':>14}")
+    print(f"{'frames':<28} {'state':>7} {'originals':>10} {f'x within {x_tolerance:g} px':>14}")
     groups = [("all", list(range(FRAMES))), ("frame 0 (encoded alone)", [0])]
     groups += [(f"position {k} of a latent frame", [t for t in range(1, FRAMES) if (t - 1) % 4 == k]) for k in range(4)]
     for name, frames in groups:
