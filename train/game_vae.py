@@ -13,7 +13,9 @@ as they take a Wan2.1 VAE. The folder appears complete or not at all (built besi
 `VAETrainer` is the shared trainer skeleton with the autoencoder as its network: `batch()` cuts a
 random `vae.clip_frames` run and `vae.crop` square from each data window, `loss()` is L1 (+ MSE) on
 pixels (+ `vae.fighter_weight` x MSE on the fighters' pixels) + an L1 on horizontal/vertical pixel
-differences (sprite edges) + a small KL, `validate()` measures PSNR on fixed held-out windows.
+differences (sprite edges) + a small KL (+ `vae.adv_weight` x an adversarial term from a patch critic on
+the fighters, which `step()` then updates: train/fighter_critic.py), `validate()` measures PSNR on fixed
+held-out windows.
 Checkpoints, Ctrl-C and `--resume` are the skeleton's; they live in the staging folder
 `.VAE_DIR.partial/` until the run ends. Settings: `--set vae.FIELD=VALUE` (below), the architecture
 `--set model.vae.base_dim=32`, the optimiser `--set optim.lr=...`.
@@ -73,6 +75,18 @@ class VAETrainConfig:
     the HUD's changing parts). They are about 2% of a 128x128 frame, so plain MSE is met by drawing the
     stage well and the fighters as blobs (fighters' PSNR 15 dB beside 29 dB overall: docs/model.md);
     with weight w each such pixel counts 1 + w times."""
+    adv_weight: float = 0.0
+    """Weight of an adversarial term on the fighters (train/fighter_critic.py): a patch critic, trained from
+    scratch beside the VAE, learns to tell the real frames' fighter cells from the reconstructions', and the
+    decoder is pushed towards what it calls real. MSE draws a pose it is unsure of as the average pose (a
+    blob the probe cannot read: docs/model.md); the critic penalises the blur itself. It multiplies an
+    adaptive scale (the pixel losses' gradient norm over this term's at the decoder's output layer, as in
+    VQGAN), so 0.1-1 is the useful range; 0 = off (no critic)."""
+    adv_start: int = 0
+    """Steps during which only the critic learns: the decoder gets the adversarial term from this step on,
+    once the critic can tell real from reconstructed."""
+    critic_lr: float = 2e-4
+    """The critic's AdamW learning rate (betas 0.5, 0.9, as GAN critics train), constant."""
     kl_weight: float = 1e-6
     """KL(posterior || N(0, I)), mean over latent elements: small, as in the Wan and SD VAEs, so the
     posterior stays a distribution without costing reconstruction (at 32 dB the MSE is 2.5e-3; the KL
@@ -90,11 +104,15 @@ class VAETrainConfig:
             raise ConfigError(f"vae.clip_frames={self.clip_frames} must be 1 + 4 k (the Wan VAE's time grid)")
         if self.crop < 0 or self.crop % 8:
             raise ConfigError(f"vae.crop={self.crop} must be 0 (whole frames) or a multiple of 8")
-        weights = (self.l1_weight, self.mse_weight, self.edge_weight, self.kl_weight, self.fighter_weight)
+        weights = (self.l1_weight, self.mse_weight, self.edge_weight, self.kl_weight, self.fighter_weight,
+                   self.adv_weight)
         if min(weights) < 0 or self.l1_weight + self.mse_weight == 0:
             raise ConfigError(f"vae loss weights must be >= 0 with l1_weight or mse_weight > 0, got l1 "
                               f"{self.l1_weight}, mse {self.mse_weight}, edge {self.edge_weight}, kl {self.kl_weight}, "
-                              f"fighter {self.fighter_weight}")
+                              f"fighter {self.fighter_weight}, adv {self.adv_weight}")
+        if self.adv_start < 0 or self.critic_lr <= 0:
+            raise ConfigError(f"vae.adv_start must be >= 0 and vae.critic_lr > 0, got {self.adv_start}, "
+                              f"{self.critic_lr}")
         if not isinstance(self.sample_posterior, bool):
             raise ConfigError(f"vae.sample_posterior={self.sample_posterior!r} must be true or false")
         if self.eval_windows < 1 or self.stats_windows < 1:
@@ -355,6 +373,20 @@ class VAETrainer(Trainer):
     def trained_module(self) -> nn.Module:
         return self.model
 
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        """The skeleton's AdamW for the autoencoder, and with `vae.adv_weight` the critic and its own AdamW."""
+        self.critic = None
+        if self.settings.adv_weight:
+            from wantofight.train import distributed as dist_utils
+            from wantofight.train.fighter_critic import FighterCritic
+
+            self.critic = FighterCritic().to(self.device)
+            self.critic_wrapped = dist_utils.wrap(self.critic, self.parallel, self.dist, self.bf16)
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.settings.critic_lr,
+                                                      betas=(0.5, 0.9), weight_decay=0.0)
+        self._for_critic: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        return super().build_optimizer()
+
     def wan_vae(self):
         """The autoencoder being trained, behind the normalising wrapper the rest of the code uses."""
         from wantofight_model.vae import WanVAE
@@ -374,7 +406,7 @@ class VAETrainer(Trainer):
         frames = frames_to_model(raw["frames"].to(self.device), self.size)  # (B, T, 3, H, W)
         s, (H, W) = self.settings, self.size
         fighters = (fighter_mask(frames.transpose(1, 2), self.stage_image().to(frames)).transpose(1, 2)
-                    if s.fighter_weight else None)  # (B, T, 1, H, W)
+                    if s.fighter_weight or s.adv_weight else None)  # (B, T, 1, H, W)
         t = min(s.clip_frames, frames.shape[1])
         ch, cw = (min(s.crop, H), min(s.crop, W)) if s.crop else (H, W)
         step, micro = self.step_count, self._micro
@@ -392,8 +424,35 @@ class VAETrainer(Trainer):
                 "fighters": torch.stack(masks).transpose(1, 2) if masks else None}  # (B, 1, t, c, c)
 
     def step(self) -> StepStats:
-        self._micro = 0
-        return super().step()
+        """The skeleton's step for the autoencoder, then (`vae.adv_weight`) one critic step on its reconstructions."""
+        self._micro, self._for_critic = 0, []
+        stats = super().step()
+        if self.critic is not None:
+            self._critic_loss = self.critic_step(self._for_critic)
+        self._for_critic = []
+        return stats
+
+    def critic_step(self, seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> float:
+        """One AdamW step of the critic over the step's micro-batches of (frames, reconstructions, fighters)."""
+        from wantofight.train import distributed as dist_utils
+        from wantofight.train.fighter_critic import critic_loss, fighter_cells, images
+
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for micro, (frames, out, fighters) in enumerate(seen):
+            with dist_utils.no_sync(self.critic_wrapped, skip=micro < len(seen) - 1), self.autocast():
+                loss = critic_loss(self.critic_wrapped(images(frames)), self.critic_wrapped(images(out)),
+                                   fighter_cells(fighters))
+                (loss / len(seen)).backward()
+            total += float(loss.detach()) / len(seen)
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.config.optim.grad_clip or float("inf"))
+        self.critic_optimizer.step()
+        return float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
+
+    def _record(self, stats, progress, extra):
+        if self.critic is not None:
+            extra = {"critic_loss": self._critic_loss, "adv_scale": self._adv_scale, **extra}
+        super()._record(stats, progress, extra)
 
     # ---- objective ----
     def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -409,7 +468,30 @@ class VAETrainer(Trainer):
         with self.autocast():
             out, mean, logvar = self.wrapped(frames, noise)
         per_sample = reconstruction_loss(out, frames, mean, logvar, self.settings, batch.get("fighters"))
+        if self.critic is not None and torch.is_grad_enabled():
+            per_sample = per_sample + self.adversarial_term(out, batch["fighters"], per_sample.mean(), step)
+            self._for_critic.append((frames.detach(), out.detach(), batch["fighters"]))
         return per_sample.mean(), per_sample.detach()
+
+    def adversarial_term(self, out: torch.Tensor, fighters: torch.Tensor, reconstruction: torch.Tensor,
+                         step: int) -> torch.Tensor:
+        """Per sample (B,): `adv_weight` x the adaptive scale x minus the critic's logit on the reconstructed
+        fighter cells (train/fighter_critic.py); 0 before `vae.adv_start`. The critic is not trained by it."""
+        from wantofight.train.fighter_critic import adaptive_scale, fighter_cells, generator_loss, images
+
+        self._adv_scale = 0.0
+        if step < self.settings.adv_start:
+            return torch.zeros(out.shape[0], device=out.device)
+        self.critic.requires_grad_(False)
+        try:
+            with self.autocast():
+                logits = self.critic(images(out))
+        finally:
+            self.critic.requires_grad_(True)
+        term = generator_loss(logits, fighter_cells(fighters), out.shape[0])
+        scale = adaptive_scale(reconstruction, term.mean(), self.model.autoencoder.decoder.conv_out.weight)
+        self._adv_scale = float(scale)
+        return self.settings.adv_weight * scale * term
 
     # ---- validation: PSNR on fixed held-out windows ----
     def eval_split(self) -> tuple[str, object]:
@@ -439,6 +521,21 @@ class VAETrainer(Trainer):
     # ---- checkpoints ----
     def checkpoint_config(self) -> dict:
         return {**super().checkpoint_config(), "vae": asdict(self.settings)}
+
+    def trainer_state(self) -> dict:
+        if self.critic is None:
+            return super().trainer_state()
+        return {**super().trainer_state(), "critic": {k: v.detach().cpu() for k, v in self.critic.state_dict().items()},
+                "critic_optimizer": self.critic_optimizer.state_dict()}
+
+    def load(self, path: Path) -> None:
+        super().load(path)
+        if self.critic is not None:
+            state = ckpt.read_torch(path, "trainer.pt")
+            if "critic" not in state:
+                raise TrainError(f"{path} was trained without vae.adv_weight: it holds no critic to resume")
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
     # ---- the loop, then the VAE folder ----
     def fit(self) -> dict:
