@@ -51,14 +51,14 @@ def generate(first_frames, keys: str, out) -> np.ndarray:
 
 def test_wtf_generate_checkpoint_duel_tiny_draws_the_game_from_a_key_file(first_frames, tmp_path):
     """What the shipped model does, not what it should: whether it follows the keys is the benchmark's
-    to say (bench/results/learns.md: it does not yet)."""
+    to say (bench/results/learns.md: only partly)."""
     pressed = generate(first_frames, KEYS, tmp_path / "pressed.mp4")
     released = generate(first_frames, RELEASED, tmp_path / "released.mp4")
     assert pressed.shape == released.shape == (33, 128, 128, 3)  # row 0 + 32 key-file rows, at 128x128
     assert np.array_equal(pressed[0], released[0])  # the same prompt frame
     # the keys reach the frames: the same prompt and noise with other keys give other frames (measured
-    # 0.17 levels on average; keys cut from the model give identical frames)
-    assert np.abs(pressed[1:].astype(int) - released[1:].astype(int)).mean() > 0.05
+    # 3.0 levels on average, 0.17 with the duel-tiny before it; keys cut from the model give identical frames)
+    assert np.abs(pressed[1:].astype(int) - released[1:].astype(int)).mean() > 0.5
     # it draws the game, not noise: the stage (most of the screen) stays where the prompt has it
     assert np.median(np.abs(pressed[-1].astype(int) - pressed[0].astype(int))) < 24
 
