@@ -36,7 +36,7 @@ SIZE = "128x128"
 FRAMES = 33
 SEED = 0
 # Steps at --scale 1 (about 3 hours on 2 cores with the VAE; docs/recipes.md has the breakdown).
-STEPS = {"vae": 2500, "vae-33": 300, "vae-fw": 300, "stage1": 4000, "stage2": 2000, "stage3": 300}
+STEPS = {"vae": 2500, "vae-33": 300, "vae-fw": 700, "stage1": 4000, "stage2": 2000, "stage3": 300}
 KEY_MODES = "real,zero,swap-players"
 SCENARIOS = ("static", "jump_over", "chase_cross", "overlap", "long")
 SCENARIO_ORDER = ("single-action", "dual-action", *SCENARIOS)
@@ -82,6 +82,9 @@ FIGHTER_WEIGHT = 10
 VAE_FIGHTER_WEIGHT = 20
 """The VAE's last step counts each fighter pixel 21 times in its MSE (docs/model.md, "Weighting the fighters'
 pixels makes them readable")."""
+VAE_CRITIC_SETS = ["--set", "vae.adv_weight=0.5", "--set", "vae.adv_start=50"]
+"""The VAE's last step with the adversarial critic: about a point of action following at 300 and 700 steps
+(docs/model.md, "An adversarial critic"); the shipped duel-tiny's VAE had 700 such steps (300 + 400)."""
 
 
 def model_sets(vae: Path) -> list[str]:
@@ -156,7 +159,7 @@ def main() -> None:
     if args.vae is None and not (vae / "report.json").is_file():
         seconds["vae-fw"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae), "--size", SIZE,
                                 "--max-steps", str(steps["vae-fw"]), *runs33,
-                                "--set", f"vae.fighter_weight={VAE_FIGHTER_WEIGHT}",
+                                "--set", f"vae.fighter_weight={VAE_FIGHTER_WEIGHT}", *VAE_CRITIC_SETS,
                                 "--set", f"model.vae.pretrained={vae33.resolve()}", log=log)
     vae = vae.resolve()
 
