@@ -35,7 +35,8 @@ ROOT = recipe.ROOT
 SIZE = "128x128"
 FRAMES = 33
 SEED = 0
-# Steps at --scale 1 (about 3 hours on 2 cores with the VAE; docs/recipes.md has the breakdown).
+# Steps at --scale 1: 2 h 45 min on 2 cores with a VAE reused; training the VAE adds its steps at 1.2-4 s each
+# (docs/recipes.md has the breakdown).
 STEPS = {"vae": 2500, "vae-33": 300, "vae-fw": 700, "stage1": 4000, "stage2": 2000, "stage3": 300}
 KEY_MODES = "real,zero,swap-players"
 SCENARIOS = ("static", "jump_over", "chase_cross", "overlap", "long")
