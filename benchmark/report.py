@@ -5,7 +5,8 @@ tables, written as `report.json` and `index.html` (with plots and the side-by-si
 
 Averages are over cases (each case weighs the same), and within a case over both players; a
 player's share of rows is counted only over its scored rows (benchmark/scoring.py). The ratio
-columns divide by the `emulator` variant of the same folder, the probe's own ceiling.
+columns divide by the `emulator` variant of the same folder (with the recorded keys), the probe's own
+ceiling.
 """
 
 from __future__ import annotations
@@ -46,8 +47,14 @@ def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
             continue
         cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json"))]
         found.append((json.loads(info_path.read_text()), cases))
-    order = {"emulator": 0, "first-frame": 1, "vae": 2}
-    return sorted(found, key=lambda v: (order.get(v[0]["model"], 3), v[0]["name"]))
+    order, keys = {"emulator": 0, "first-frame": 1, "vae": 2}, ("real", "zero", "swap-players")
+
+    def place(info: dict) -> tuple:  # baselines first; a model's key modes together, in the order above
+        mode = info.get("keys", "real")
+        return (order.get(info["model"], 3), info["name"].removesuffix(f" keys={mode}"),
+                keys.index(mode) if mode in keys else len(keys))
+
+    return sorted(found, key=lambda v: place(v[0]))
 
 
 def curve(rows_per_case: list[list]) -> list[float | None]:
@@ -106,7 +113,8 @@ def summarize(info: dict, cases: list[dict]) -> dict:
 
 def ratios(summaries: list[dict]) -> dict:
     """Each variant's action following as a share of the emulator's (the ceiling), per family."""
-    ceiling = next((s for s in summaries if s["variant"]["model"] == "emulator"), None)
+    ceiling = next((s for s in summaries if s["variant"]["model"] == "emulator"
+                    and s["variant"].get("keys", "real") == "real"), None)
     if ceiling is None:
         return {}
     out = {}

@@ -9,6 +9,9 @@ own accuracy), `first-frame` (the prompt repeated: the floor), `vae` (the record
 decoded by a VAE: the ceiling of any model that decodes with it), or a checkpoint with the case's keys
 (`real`), no keys (`zero`) or each player given the other's keys (`swap-players`). Generation is the
 `wtf generate` path: `train.generation.stream_chunks`, chunk by chunk over the rolling KV cache.
+The emulator takes the ablated key modes too (`--model emulator --keys zero`): it replays the case's
+recorded episode up to the prompt and then presses the ablated keys, which is what a model that follows
+the keys perfectly would show, so an ablation row of a checkpoint has a reference to be read against.
 
 Each scored case is written at once to REPORT_DIR/variants/<variant>/cases/<case>.json (temporary
 name, then rename), so an interrupted run keeps what it scored and `--resume` scores the rest.
@@ -61,7 +64,7 @@ class Variant:
         if self.model == "vae":
             return f"vae {Path(self.vae).name}"
         if self.model != "checkpoint":
-            return self.model
+            return self.model if self.keys == "real" else f"{self.model} keys={self.keys}"
         label = Path(self.checkpoint).name if self.checkpoint else "checkpoint"
         return label if self.keys == "real" else f"{label} keys={self.keys}"
 
@@ -70,7 +73,7 @@ class Variant:
         if self.model == "vae":  # by the weights, so results of a retrained VAE in the same folder are not reused
             return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"vae-{Path(self.vae).name}-{vae_digest(self.vae)}")
         if self.model != "checkpoint":
-            return self.model
+            return self.model if self.keys == "real" else f"{self.model}-{self.keys}"
         digest = hashlib.sha1(str(Path(self.checkpoint).resolve()).encode()).hexdigest()[:8]
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(self.checkpoint).name}-{digest}-{self.keys}")
 
@@ -94,6 +97,7 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
     if bad:
         raise BenchmarkError(f"--keys {','.join(bad)}: valid key modes are {', '.join(KEY_MODES)}")
     models = list(models or (["checkpoint"] if checkpoint else ["emulator", "first-frame"]))
+    replayed = "emulator" in models  # named: the emulator also replays the ablated key modes
     bad = [m for m in models if m not in MODELS]
     if bad:
         raise BenchmarkError(f"--model {','.join(bad)}: valid models are {', '.join(MODELS)}")
@@ -116,8 +120,8 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
             checkpoint = resolve_checkpoint(checkpoint)
         except FileNotFoundError as err:
             raise BenchmarkError(str(err)) from None
-    if keys != ["real"] and "checkpoint" not in models:
-        raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint is given; the emulator, "
+    if keys != ["real"] and "checkpoint" not in models and not replayed:
+        raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint or the emulator is given; the "
                              "first-frame and vae baselines have no keys to change")
     if baselines:
         models = ["emulator", "first-frame"] + [m for m in models if m not in ("emulator", "first-frame")]
@@ -127,6 +131,8 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
             out += [Variant("checkpoint", k, str(checkpoint), steps, sampler) for k in keys]
         elif model == "vae":
             out.append(Variant("vae", vae=str(vae)))
+        elif model == "emulator":
+            out += [Variant("emulator")] + [Variant("emulator", k) for k in keys if k != "real" and replayed]
         else:
             out.append(Variant(model))
     return out
@@ -146,6 +152,16 @@ def case_masks(case: Case, mode: str) -> np.ndarray:
     return masks
 
 
+def recording_of(case: Case) -> Path:
+    """The episode folder a case was cut from; the emulator's ablations replay it."""
+    path = Path(case.episode_path or "")
+    if not case.episode_path or not (path / "inputs.bk2").is_file():
+        raise BenchmarkError(f"case {case.case_id}: its recording {case.episode_path} is not here (the emulator "
+                             "replays it to press other keys; run from the folder the suite was built in, where "
+                             "its paths lead, or score the emulator with --keys real)")
+    return path
+
+
 def resized(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """(T, h, w, 3) uint8 -> (T, H, W, 3) uint8 by the training data path."""
     return to_probe_pixels(frames, size).permute(0, 2, 3, 1).numpy()
@@ -160,12 +176,22 @@ class Producer:
 
     def __call__(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
         if self.variant.model == "emulator":
-            return real, []
+            return (real if self.variant.keys == "real" else self.replayed(case)), []
         if self.variant.model == "first-frame":
             return np.repeat(real[:1], len(real), axis=0), []
         if self.variant.model == "vae":
             return self.roundtrip(real), []
         return self.generate(case, real)
+
+    def replayed(self, case: Case) -> np.ndarray:
+        """The case's episode replayed up to the prompt, then with the variant's keys (collect/replay.py)."""
+        from wantofight.collect.replay import ReplayError, replay_frames
+
+        try:
+            native = replay_frames(recording_of(case), case.start_row, case_masks(case, self.variant.keys))
+        except ReplayError as err:
+            raise BenchmarkError(f"case {case.case_id}: {err}") from None
+        return resized(native, self.size)
 
     @torch.no_grad()
     def roundtrip(self, real: np.ndarray) -> np.ndarray:
@@ -400,6 +426,9 @@ def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Va
 
     log = log or (lambda m: None)
     prepare_report_dir(out, suite, probe_dir)
+    if any(v.model == "emulator" and v.keys != "real" for v in variants):
+        for case in suite.cases():  # every recording there before anything is scored
+            recording_of(case)
     if not any(v.model == "checkpoint" for v in variants):
         check_inputs(suite, probe, probe.size, "the baselines are scored at")
     net, backend = lpips_metric(lpips_backbone) if lpips else (None, "not computed (--no-lpips)")

@@ -183,6 +183,10 @@ class Case:
     video: bytes
     refs: np.ndarray
     """(2, s, s, 3) uint8 reference crops."""
+    episode_path: str | None = None
+    """The recorded episode folder the case was cut from (the emulator replays it with other keys)."""
+    start_row: int | None = None
+    """The episode row of the prompt frame."""
 
     @property
     def rows(self) -> int:
@@ -240,4 +244,4 @@ class Suite:
         s = row["ref_size"]
         refs = np.frombuffer(row["refs"], np.uint8).reshape(2, s, s, 3)
         return Case(row["case_id"], row["scenario"], row["family"], row["label"], row["actor"], keys, truth,
-                    row["video"], refs)
+                    row["video"], refs, row["episode_path"], row["start_row"])

@@ -244,7 +244,7 @@ def test_wtf_benchmark_runs_a_checkpoint_its_ablations_and_the_baselines(report_
     out = report_dir
     report = json.loads((out / "report.json").read_text())
     names = [v["name"] for v in report["variants"]]
-    assert names == ["emulator", "first-frame", "s2", "s2 keys=swap-players", "s2 keys=zero"]
+    assert names == ["emulator", "first-frame", "s2", "s2 keys=zero", "s2 keys=swap-players"]  # real, zero, swap
     suite = Suite(suite_dir)
     scenarios = [s for s, row in suite.meta["scenarios"].items() if row["cases"]]
     for v in report["variants"]:
@@ -412,5 +412,41 @@ def test_the_vae_baseline_scores_the_recorded_frames_through_the_vae(suite_dir, 
         plan_variants(None, ["vae"])
     with pytest.raises(BenchmarkError, match=f"--vae {tmp_path}: no VAE there"):
         plan_variants(None, ["vae"], vae=tmp_path)
-    with pytest.raises(BenchmarkError, match="the emulator, first-frame and vae baselines have no keys"):
+    with pytest.raises(BenchmarkError, match="the first-frame and vae baselines have no keys"):
         plan_variants(None, ["vae"], keys=["zero"], vae="tiny")
+
+
+def test_the_emulator_replays_each_case_with_the_ablated_keys(suite_dir, probe_dir, tmp_path):
+    """`--model emulator --keys zero,swap-players`: the case's recording replayed to the prompt, then the
+    ablated keys pressed (what a model that follows keys perfectly shows). With the recorded keys the replay
+    is the recording itself; with released or swapped keys it parts from it once a key differs, not before."""
+    import dataclasses
+
+    from wantofight.benchmark.run import Producer, case_masks
+    from wantofight.collect import episode_files as files
+    from wantofight.collect.replay import replay_frames
+
+    suite, probe = Suite(suite_dir), load_probe(probe_dir)
+    variants = plan_variants(None, ["emulator"], keys=["real", "zero", "swap-players"], baselines=False)
+    assert [v.name for v in variants] == ["emulator", "emulator keys=zero", "emulator keys=swap-players"]
+    assert [v.name for v in plan_variants(Path(suite_dir), keys=["zero"])][:2] == ["emulator", "first-frame"]
+    case = next(c for c in suite.cases() if c.scenario == "single-action")
+    start, path = case.start_row, Path(case.episode_path)
+    recorded = files.read_video(path / "video.mp4")[start:start + case.rows]
+    assert np.array_equal(replay_frames(path, start, case.keys), recorded)
+    for mode in ("zero", "swap-players"):
+        masks = case_masks(case, mode)
+        first = int(np.argmax((masks != case.keys).any(axis=1)))  # the first row whose keys differ
+        replayed = replay_frames(path, start, masks)
+        assert first > 0 and np.array_equal(replayed[:first], recorded[:first]), mode
+        assert not np.array_equal(replayed, recorded), mode
+    lost = dataclasses.replace(case, episode_path=str(tmp_path / "gone"))
+    with pytest.raises(BenchmarkError, match=f"case {case.case_id}: its recording .*gone is not here"):
+        Producer(variants[1], tuple(probe.size))(lost, recorded)
+    run_benchmark(suite, probe, probe_dir, variants, tmp_path / "r", max_cases=1, scenarios={"single-action"},
+                  lpips=False)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [v["name"] for v in report["variants"]] == [v.name for v in variants]
+    assert report["follow_vs_emulator"]["emulator"]["single-action"] == 1.0  # the recorded keys' run is the ceiling
+    zero = report["variants"][1]
+    assert zero["scenarios"]["single-action"]["psnr"] < 100.0  # not the recording
