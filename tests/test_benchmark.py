@@ -272,6 +272,17 @@ def test_wtf_benchmark_runs_a_checkpoint_its_ablations_and_the_baselines(report_
                                      "--checkpoint", str(checkpoint), "--max-cases", "1", "--steps", "2",
                                      "--no-lpips", "--no-progress"])
     assert again.exit_code == 2 and "already holds results of s2" in again.output
+    # --resume on a checkpoint retrained in place: its old cases are not reused for the new weights
+    info_path = out / "variants" / ckpt["variant"]["slug"] / "variant.json"
+    saved = info_path.read_text()
+    info_path.write_text(json.dumps({**json.loads(saved), "checkpoint_digest": "0" * 16}))
+    try:
+        stale = CliRunner().invoke(app, ["benchmark", "run", str(suite_dir), "--probe", str(probe_dir), "--out",
+                                         str(out), "--checkpoint", str(checkpoint), "--max-cases", "1", "--steps", "2",
+                                         "--no-lpips", "--no-progress", "--resume"])
+    finally:
+        info_path.write_text(saved)
+    assert stale.exit_code == 2 and f"from other weights at that path (digest {'0' * 16}" in stale.output
 
 
 @pytest.mark.slow
