@@ -342,18 +342,18 @@ def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, load
     if cases_dir.is_dir() and any(cases_dir.glob("*.json")) and not reuse:
         raise BenchmarkError(f"{out} already holds results of {variant.name}; pass --resume to finish that run or "
                              "choose another --out")
-    digest = checkpoint_digest(loaded.source) if loaded is not None else None
-    if digest and (vdir / "variant.json").is_file() and any(cases_dir.glob("*.json")):
-        before = json.loads((vdir / "variant.json").read_text()).get("checkpoint_digest")
-        if before and before != digest:  # retrained in place: its old cases must not stand for the new weights
-            raise BenchmarkError(f"{out} holds results of {variant.name} from other weights at that path (digest "
-                                 f"{before}, now {digest}); choose another --out, or delete {vdir} to score these")
-    cases_dir.mkdir(parents=True, exist_ok=True)
     size = (loaded.config.height, loaded.config.width) if loaded is not None else probe.size
     info = {**asdict(variant), "name": variant.name, "slug": variant.slug, "size": list(size), "device": device,
-            "checkpoint_digest": digest,
+            "checkpoint_digest": checkpoint_digest(loaded.source) if loaded is not None else None,
             "source": loaded.source if loaded is not None else None,
             "sampler": (variant.sampler or loaded.default_sampler) if loaded is not None else None}
+    if loaded is not None and (vdir / "variant.json").is_file() and any(cases_dir.glob("*.json")):
+        before = json.loads((vdir / "variant.json").read_text())
+        for key, what in (("checkpoint_digest", "weights"), ("steps", "--steps"), ("sampler", "--sampler")):
+            if before.get(key) != info[key]:  # e.g. retrained in place: old cases must not stand for these
+                raise BenchmarkError(f"{out} holds results of {variant.name} with other {what} ({before.get(key)}, "
+                                     f"now {info[key]}); choose another --out, or delete {vdir} to score these")
+    cases_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(vdir / "variant.json", json.dumps(info, indent=1) + "\n")
     produce = Producer(variant, size, loaded)
     seen: dict[str, int] = {}

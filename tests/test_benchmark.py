@@ -282,7 +282,11 @@ def test_wtf_benchmark_runs_a_checkpoint_its_ablations_and_the_baselines(report_
                                          "--no-lpips", "--no-progress", "--resume"])
     finally:
         info_path.write_text(saved)
-    assert stale.exit_code == 2 and f"from other weights at that path (digest {'0' * 16}" in stale.output
+    assert stale.exit_code == 2 and f"with other weights ({'0' * 16}, now" in " ".join(stale.output.split())
+    steps = CliRunner().invoke(app, ["benchmark", "run", str(suite_dir), "--probe", str(probe_dir), "--out", str(out),
+                                     "--checkpoint", str(checkpoint), "--max-cases", "1", "--steps", "3",
+                                     "--no-lpips", "--no-progress", "--resume"])
+    assert steps.exit_code == 2 and "with other --steps (2, now 3)" in " ".join(steps.output.split())
 
 
 @pytest.mark.slow
