@@ -226,6 +226,7 @@ def ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     try:
         result = gradients_after_one_micro_batch(out_dir, global_batch=4, rank=rank, world=world)
         torch.save(result, f"{out_dir}/ddp_rank{rank}.pt")
+        teardown(barrier=True)
     finally:
         teardown()
 
@@ -245,5 +246,6 @@ def fit_worker(rank: int, world: int, port: int, out_dir: str, sets: list[str], 
     try:
         train(stage, preset="tiny", data=None, out=out_dir, resume=resume, init_from=init_from, teacher=teacher,
               sets=BASE_SETS + list(sets), progress=False, datasets=synthetic_datasets())
+        teardown(barrier=True)
     finally:
         teardown()

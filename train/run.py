@@ -72,6 +72,7 @@ def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
 
     try:
         train(stage, **kwargs)
+        teardown(barrier=True)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     except (ConfigError, DataError, TrainError, FileNotFoundError) as err:
