@@ -431,10 +431,10 @@ def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Va
     from wantofight.train.evaluate import lpips_metric
 
     log = log or (lambda m: None)
-    prepare_report_dir(out, suite, probe_dir)
     if any(v.model == "emulator" and v.keys != "real" for v in variants):
-        for case in suite.cases():  # every recording there before anything is scored
+        for case in suite.cases():  # every recording there before anything is written
             recording_of(case)
+    prepare_report_dir(out, suite, probe_dir)
     if not any(v.model == "checkpoint" for v in variants):
         check_inputs(suite, probe, probe.size, "the baselines are scored at")
     net, backend = lpips_metric(lpips_backbone) if lpips else (None, "not computed (--no-lpips)")
