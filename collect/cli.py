@@ -15,8 +15,8 @@ from wantofight.cluster import ClusterError
 def collect_command(
     ctx: typer.Context,
     policy: str = typer.Option(
-        "scripted", help="Policy for both players: idle, random, mash, scripted, drill, keys:PATH, "
-                         "ppo:CHECKPOINT, ppo-ladder:DIR."
+        "scripted", help="Policy for both players: idle, random, mash, scripted, drill, keys:PATH (a key file, or "
+                         "a built-in one by name: keys:duel/walk-under-a), ppo:CHECKPOINT, ppo-ladder:DIR."
     ),
     p2_policy: Optional[str] = typer.Option(None, help="Policy for player 2 (default: the same as --policy)."),
     game: str = typer.Option("duel", help="Game: the built-in `duel` or an imported stable-retro game (see `wtf games`)."),

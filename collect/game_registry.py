@@ -184,3 +184,48 @@ def imported_games(include_one_player: bool = True) -> list[GameSpec]:
         if include_one_player or spec.players == 2:
             specs.append(spec)
     return specs
+
+
+# ---------------------------------------------------------------------------------------------
+# The built-in games' own files, by name
+
+ASSETS = {"refs": ("reference image", ".png"), "keys": ("key file", ".keys")}
+"""Folder of a built-in game (`collect/games/<name>/<kind>/`) -> what its files are, and their suffix."""
+
+
+def game_files(kind: str) -> dict[str, list[Path]]:
+    """Every file of `kind` the built-in games ship, by the name users type: `duel/kai`,
+    `duel/walk-under-a`; for `refs` also the game's name alone for its pair, P1's fighter first
+    (game.json `fighters`). They are package data, so the names work from any folder."""
+    suffix = ASSETS[kind][1]
+    named: dict[str, list[Path]] = {}
+    for name, spec in builtin_games().items():
+        folder = GAMES_DIR / name / kind
+        if kind == "refs":
+            pair = [folder / f"{fighter}{suffix}" for fighter in spec.info.get("fighters", [])]
+            if pair and all(p.is_file() for p in pair):
+                named[name] = pair
+        named.update({f"{name}/{p.stem}": [p] for p in sorted(folder.glob(f"*{suffix}"))})
+    return named
+
+
+def resolve_game_files(item: str | Path, kind: str) -> list[Path]:
+    """A path that exists (it wins), else a built-in game's file(s) by name; raises GameError naming
+    `item` and listing the names."""
+    if Path(item).is_file():
+        return [Path(item)]
+    named = game_files(kind)
+    if str(item) in named:
+        return named[str(item)]
+    raise GameError(f"{item}: no such file, nor a built-in {ASSETS[kind][0]}; built-in names: {', '.join(named)}")
+
+
+def resolve_refs(spec: str) -> list[Path]:
+    """`--refs`: comma-separated reference images, each a path or a built-in name (`duel/kai`); a
+    built-in game's name (`duel`) stands for its pair."""
+    return [path for item in spec.split(",") if item for path in resolve_game_files(item, "refs")]
+
+
+def resolve_key_file(spec: str | Path) -> Path:
+    """A key file: a path, or a built-in name (`duel/walk-under-a`)."""
+    return resolve_game_files(spec, "keys")[0]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wantofight.collect.game_registry import GameError, resolve_key_file
 from wantofight.collect.keys import SLOTS, UnknownKey, mask_of, names_of
 
 
@@ -45,8 +46,12 @@ def parse_keys(token: str) -> int:
 
 
 def read_key_file(path: str | Path) -> KeyScript:
-    """Parse a key file; raises KeyFileError naming the line of the first bad entry."""
-    path = Path(path)
+    """Parse a key file, a path or a built-in game's by name (`duel/walk-under-a`); raises KeyFileError
+    naming the line of the first bad entry."""
+    try:
+        path = resolve_key_file(path)
+    except GameError as err:
+        raise KeyFileError(f"cannot read key file {err}") from None
     try:
         text = path.read_text()
     except OSError as err:

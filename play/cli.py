@@ -37,8 +37,8 @@ def play_command(
     first_frames: Optional[Path] = typer.Option(None, help="With --checkpoint: the prompt frame, an episode folder "
                                                            "(its row 0), an image or a video (default: the "
                                                            "emulator's row 0 from --state)."),
-    refs: Optional[str] = typer.Option(None, help="With --checkpoint: reference images P1.png,P2.png (default: the "
-                                                  "game's own)."),
+    refs: Optional[str] = typer.Option(None, help="With --checkpoint: reference images P1.png,P2.png, or built-in "
+                                                  "ones by name: duel/kai,duel/gor (default: the game's own pair)."),
     side_by_side: bool = typer.Option(False, help="With --checkpoint: the emulator on the same keys beside it."),
     steps: int = typer.Option(4, help="With --checkpoint: denoising steps per chunk."),
     sampler: Optional[str] = typer.Option(None, help="With --checkpoint: euler or x0_renoise (default: the "
@@ -82,15 +82,16 @@ def _play_model(typed, checkpoint, game, state, p1, p2, first_frames, refs, side
         if option in typed and spec != "human":
             fail(f"--{option} {spec}: a --checkpoint session has two human players (the model has no RAM for a policy "
                  "to read)")
+    from wantofight.collect.game_registry import resolve_refs
     from wantofight.play.model import ModelPlayError, ModelPlaySettings, play_model
     from wantofight.play.window import DisplayError
     from wantofight.train.generation import GenerationError
 
     try:
         settings = ModelPlaySettings(
-            checkpoint=checkpoint, first_frames=first_frames, refs=tuple(r for r in refs.split(",") if r) if refs
-            else None, game=game, state=state, side_by_side=side_by_side, steps=steps, sampler=sampler, device=device,
-            fps=fps, scale=scale)
+            checkpoint=checkpoint, first_frames=first_frames, refs=tuple(map(str, resolve_refs(refs))) if refs else None,
+            game=game, state=state, side_by_side=side_by_side, steps=steps, sampler=sampler, device=device, fps=fps,
+            scale=scale)
         result = play_model(settings)
     except (ModelPlayError, DisplayError, GenerationError, FileNotFoundError, ValueError) as err:
         fail(str(err))

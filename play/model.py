@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.collect.game_registry import GameError, GameSpec, resolve_game
+from wantofight.collect.game_registry import GameError, GameSpec, game_files, resolve_game
 from wantofight.interrupts import SafeStop
 from wantofight.play.window import Timing, Window, import_pygame
 
@@ -216,13 +216,10 @@ class EmulatorPanel:
 
 def default_refs(game: GameSpec) -> tuple[str, ...]:
     """The built-in game's reference images, P1's fighter first (game.json `fighters`)."""
-    from wantofight.collect.emulator import GAMES_DIR
-
-    folder = GAMES_DIR / game.name / "refs"
-    refs = tuple(str(folder / f"{name}.png") for name in game.info.get("fighters", []))
-    if len(refs) != 2 or not all(Path(r).is_file() for r in refs):
+    refs = game_files("refs").get(game.name, [])
+    if len(refs) != 2:
         raise ModelPlayError(f"{game.name} ships no reference images: pass --refs P1.png,P2.png")
-    return refs
+    return tuple(map(str, refs))
 
 
 def first_frame(settings: ModelPlaySettings, game: GameSpec, state: str) -> tuple[np.ndarray, bytes | None, int | None]:

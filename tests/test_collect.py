@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from wantofight.cli import app
 from wantofight.collect import episode_files
 from wantofight.collect.game_registry import resolve_game
+from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
 from wantofight.collect.replay import verify_episode
 
@@ -261,6 +262,18 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     assert message in " ".join(result.output.split())
     assert len(result.output.strip().splitlines()) <= 2  # one message (rich may wrap once)
     assert not out.exists()
+
+
+def test_a_built_in_key_file_plays_by_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a folder without the repository's collect/
+    result = runner.invoke(app, ["collect", "--policy", "keys:duel/walk-under-a", "--episodes", "1",
+                                 "--max-frames", "40", "--out", "run"])
+    assert result.exit_code == 0, result.output
+    frames = pq.read_table(tmp_path / "run" / "episodes" / "ep000000" / "frames.parquet")
+    expected = read_key_file("duel/walk-under-a")
+    assert frames.num_rows == 40 and any(frames["p1_keys"].to_pylist())  # rows 31-37 walk in
+    assert frames["p1_keys"].to_pylist()[1:] == expected.p1[:39].tolist()
+    assert frames["p2_keys"].to_pylist()[1:] == expected.p2[:39].tolist()
 
 
 def test_bad_key_file_line_is_named(tmp_path):

@@ -87,6 +87,28 @@ def test_bad_inputs_fail_in_one_line(files, tmp_path):
     assert result.exit_code == 2 and "binds 2 players" in result.output
 
 
+def test_refs_name_the_games_own_portraits_from_any_folder(files, tmp_path, monkeypatch):
+    from wantofight.collect.emulator import GAMES_DIR
+
+    monkeypatch.chdir(tmp_path)  # a folder without the repository's collect/
+    refs = GAMES_DIR / "duel" / "refs"
+    base = ["generate", "--checkpoint", str(files / "model.safetensors"), "--first-frames", str(files / "p1.mp4"),
+            "--keys", str(files / "fight.keys"), "--steps", "1"]
+    videos = {}
+    for name, spec in [("paths", f"{refs / 'kai.png'},{refs / 'gor.png'}"), ("game", "duel"),
+                       ("each", "duel/kai,duel/gor"), ("swapped", "duel/gor,duel/kai")]:
+        result = CliRunner().invoke(app(), base + ["--refs", spec, "--out", f"{name}.mp4"])
+        assert result.exit_code == 0, result.output
+        videos[name] = read_frames(tmp_path / f"{name}.mp4")
+    # `duel` is the game's pair with P1's fighter first (game.json `fighters`), the same as the paths
+    assert np.array_equal(videos["game"], videos["paths"]) and np.array_equal(videos["each"], videos["paths"])
+    assert not np.array_equal(videos["swapped"], videos["paths"])  # the names reach the model, in order
+    result = CliRunner().invoke(app(), base + ["--refs", "duel/kai,duel/zed", "--out", "o.mp4"])
+    assert result.exit_code == 2 and not (tmp_path / "o.mp4").exists()
+    assert " ".join(result.output.split()) == ("error: duel/zed: no such file, nor a built-in reference image; "
+                                               "built-in names: duel, duel/gor, duel/kai")
+
+
 def loaded_tiny() -> LoadedGenerator:
     model = tiny_model()
     return LoadedGenerator(model, build_vae(model.config), model.config, "stage2", "test")

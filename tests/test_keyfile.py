@@ -38,6 +38,22 @@ def test_missing_file_is_a_key_file_error(tmp_path):
         read_key_file(tmp_path / "nope.txt")
 
 
+def test_a_built_in_key_file_reads_by_name_from_any_folder_and_a_path_wins(tmp_path, monkeypatch):
+    from wantofight.collect.emulator import GAMES_DIR
+
+    monkeypatch.chdir(tmp_path)  # a folder without the repository's collect/
+    packaged = read_key_file(GAMES_DIR / "duel" / "keys" / "walk-under-b.keys")
+    by_name = read_key_file("duel/walk-under-b")
+    np.testing.assert_array_equal(by_name.p1, packaged.p1)
+    np.testing.assert_array_equal(by_name.p2, packaged.p2)
+    (tmp_path / "duel").mkdir()
+    (tmp_path / "duel" / "walk-under-b").write_text("3 A -\n")  # a file of that name is the user's, not ours
+    assert len(read_key_file("duel/walk-under-b")) == 3
+    with pytest.raises(KeyFileError, match="duel/walk-under-z: no such file, nor a built-in key file; "
+                                           "built-in names: duel/walk-under-a, duel/walk-under-b, duel/walk-under-c$"):
+        read_key_file("duel/walk-under-z")
+
+
 def test_write_then_read_round_trips(tmp_path):
     rng = np.random.default_rng(1)
     p1 = rng.choice([0, mask_of(["A"]), mask_of(["LEFT", "B"])], size=40).astype(np.uint16)

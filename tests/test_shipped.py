@@ -17,7 +17,7 @@ from wantofight.train.shipped import SHIPPED_ROOT, shipped_names
 
 from test_play import KEYMAP, display, keysym, model_session, xdotool  # noqa: F401 (display: a fixture)
 
-REFS = "collect/games/duel/refs/kai.png,collect/games/duel/refs/gor.png"
+REFS = "duel"  # the game's own portraits, by name
 KEYS = "# FRAMES P1 P2\n16 RIGHT LEFT\n8 UP -\n8 A DOWN+B\n"
 RELEASED = "# FRAMES P1 P2\n32 - -\n"
 

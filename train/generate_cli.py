@@ -26,8 +26,8 @@ from wantofight.cli_util import console, fail
 def generate_command(
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, a shipped model's name (duel-tiny), or a model .safetensors file (with --preset)."),
     first_frames: Path = typer.Option(..., "--first-frames", help="An image (the first frame) or a clip (its first 1 + 8 m frames are the prompt)."),
-    keys: Path = typer.Option(..., "--keys", help="Key file (the `wtf collect --policy keys:` format): rows 1..N, one output frame each."),
-    refs: str = typer.Option(..., "--refs", help="Reference images, one per player: P1.png,P2.png."),
+    keys: Path = typer.Option(..., "--keys", help="Key file (the `wtf collect --policy keys:` format), or a built-in one by name (duel/walk-under-a): rows 1..N, one output frame each."),
+    refs: str = typer.Option(..., "--refs", help="Reference images, one per player: P1.png,P2.png, or a built-in game's by name: duel (its pair), duel/kai,duel/gor."),
     out: Path = typer.Option(..., "--out", help="Output MP4 (1 + N frames, lossless RGB H.264)."),
     steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk (4 for the stage-3 student, more for a teacher)."),
     hud: bool = typer.Option(False, "--hud", help="Draw both players' keys under the frames (the wtf inspect HUD)."),
@@ -41,13 +41,14 @@ def generate_command(
     prompt: Optional[int] = typer.Option(None, "--prompt-frames", help="Use the first 1 + 8 m frames of --first-frames as the prompt (default: the longest such prefix)."),
 ) -> None:
     """Stream a video from a checkpoint, a first frame, a key file and reference images (any length)."""
+    from wantofight.collect.game_registry import resolve_refs
     from wantofight.collect.keyfile import KeyFileError
     from wantofight.train.generation import GenerationError, generate_from_files
 
     if steps < 1:
         fail(f"--steps must be >= 1, got {steps}")
     try:
-        result = generate_from_files(checkpoint, first_frames, keys, [r for r in refs.split(",") if r], out, steps,
+        result = generate_from_files(checkpoint, first_frames, keys, resolve_refs(refs), out, steps,
                                      hud, preset, weights, decoder, sampler, seed, fps, device, prompt_count=prompt)
     except (GenerationError, KeyFileError, FileNotFoundError, ValueError) as err:
         fail(str(err))

@@ -3,7 +3,7 @@
 `chase_cross` side swap: the fighter that crosses is on the ground).
 
     python collect/games/duel/tools/make_keys.py
-    wtf collect --policy keys:collect/games/duel/keys/walk-under-a.keys --episodes 1 --out data/keys-a
+    wtf collect --policy keys:duel/walk-under-a --episodes 1 --out data/keys-a   # by name, from any folder
 
 Each file is one round of the `Start` state at 30 fps (rows are recorded frames, `wtf collect`'s
 default rate). Crossings come in pairs, out and back, so the fighters stay mid-stage; the walker
