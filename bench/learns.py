@@ -149,17 +149,17 @@ def main() -> None:
                 "--set", "vae.sample_posterior=false", "--set", "validation.every=250", "--set", f"data.frames={FRAMES}"]
     if train_vae and not (base / "report.json").is_file():
         seconds["vae-9"] = wtf("train", "vae", "--data", str(ds), "--out", str(base), "--size", SIZE,
-                               "--max-steps", str(steps["vae"]), *vae_sets, "--set", "vae.crop=0",
+                               "--steps", str(steps["vae"]), *vae_sets, "--set", "vae.crop=0",
                                "--set", "optim.lr=2e-3", log=log)
     runs33 = [*vae_sets, "--set", "vae.crop=0", "--set", f"vae.clip_frames={FRAMES}", "--set", "optim.lr=3e-4",
               "--set", "optim.warmup_steps=20"]
     if train_vae and not (vae33 / "report.json").is_file():
         seconds["vae-33"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae33), "--size", SIZE,
-                                "--max-steps", str(steps["vae-33"]), *runs33,
+                                "--steps", str(steps["vae-33"]), *runs33,
                                 "--set", f"model.vae.pretrained={base.resolve()}", log=log)
     if args.vae is None and not (vae / "report.json").is_file():
         seconds["vae-fw"] = wtf("train", "vae", "--data", str(ds), "--out", str(vae), "--size", SIZE,
-                                "--max-steps", str(steps["vae-fw"]), *runs33,
+                                "--steps", str(steps["vae-fw"]), *runs33,
                                 "--set", f"vae.fighter_weight={VAE_FIGHTER_WEIGHT}", *VAE_CRITIC_SETS,
                                 "--set", f"model.vae.pretrained={vae33.resolve()}", log=log)
     vae = vae.resolve()
@@ -178,17 +178,17 @@ def main() -> None:
         if not trained(runs[name], steps["stage1"]):
             resume = ["--resume"] if (runs[name] / "checkpoints" / "latest").is_file() else []
             seconds[name] = wtf("train", "stage1", "--preset", "tiny", "--data", str(latents), "--out",
-                                str(runs[name]), "--max-steps", str(steps["stage1"]), *resume, *common,
+                                str(runs[name]), "--steps", str(steps["stage1"]), *resume, *common,
                                 "--set", f"data.curriculum={phases}", log=log)
     if not trained(runs["stage2"], steps["stage2"]):
         start = (["--resume"] if (runs["stage2"] / "checkpoints" / "latest").is_file()
                  else ["--init-from", str(runs["stage1"])])
         seconds["stage2"] = wtf("train", "stage2", "--preset", "tiny", "--data", str(latents), "--out",
-                                str(runs["stage2"]), "--max-steps", str(steps["stage2"]), *start, *common, log=log)
+                                str(runs["stage2"]), "--steps", str(steps["stage2"]), *start, *common, log=log)
     if not trained(runs["stage3"], steps["stage3"]):
         resume = ["--resume"] if (runs["stage3"] / "checkpoints" / "latest").is_file() else []
         seconds["stage3"] = wtf("train", "stage3", "--teacher", str(runs["stage2"]), "--preset", "tiny", "--data",
-                                str(latents), "--out", str(runs["stage3"]), "--max-steps", str(steps["stage3"]),
+                                str(latents), "--out", str(runs["stage3"]), "--steps", str(steps["stage3"]),
                                 *resume, *model_sets(vae), "--set", "data.batch_size=1",
                                 "--set", "validation.every=100000", log=log)
 

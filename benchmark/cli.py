@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped
+from wantofight.cli_util import DEVICE_OPTION, console, fail, stopped
 
 probe_app = typer.Typer(help="The frame -> state probe: reads both fighters' position, facing, state, move and "
                              "health from one frame (trained on RAM).", no_args_is_help=True)
@@ -166,7 +166,7 @@ def bench_run(
     videos: int = typer.Option(2, "--videos", help="Side-by-side videos written per scenario and model."),
     lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Compute LPIPS (needs AlexNet weights offline)."),
     lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's alexnet-owt-7be5be79.pth for LPIPS."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    device: str = DEVICE_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (cases already scored are kept)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
 ) -> None:
@@ -175,6 +175,7 @@ def bench_run(
     from wantofight.benchmark.report import text_tables
     from wantofight.benchmark.run import cases_to_score, parse_scenarios, plan_variants, run_benchmark
     from wantofight.benchmark.suite import Suite
+    from wantofight.devices import resolve_device
     from wantofight.progress import Progress
 
     if steps < 1 or videos < 0 or (max_cases is not None and max_cases < 1):
@@ -188,7 +189,7 @@ def bench_run(
         with Progress("benchmark", total=per * len(variants), unit="cases", detail="{name}", enabled=progress,
                       eta=True, name="") as bar:
             result = run_benchmark(the_suite, the_probe, probe, variants, out, resume=resume, max_cases=max_cases,
-                                   scenarios=chosen, videos=videos, device=device, lpips_backbone=lpips_backbone, lpips=lpips,
+                                   scenarios=chosen, videos=videos, device=resolve_device(device), lpips_backbone=lpips_backbone, lpips=lpips,
                                    on_case=lambda v, c, r: bar.advance(name=v.name),
                                    log=lambda m: console.print(m, highlight=False, soft_wrap=True))
     except KeyboardInterrupt:

@@ -69,11 +69,14 @@ class ProbeConfig:
     """torch threads (0: torch's default)."""
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_size < 1 or self.max_frames < self.batch_size:
-            raise ProbeError(f"steps ({self.steps}) and batch_size ({self.batch_size}) must be >= 1 and max_frames "
-                             f"({self.max_frames}) >= batch_size")
+        # named as `wtf probe train` spells them, the command this config mirrors
+        for name in ("steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ProbeError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.max_frames < self.batch_size:
+            raise ProbeError(f"--max-frames must be >= --batch-size ({self.batch_size}), got {self.max_frames}")
         if not 0 <= self.val_fraction < 1:
-            raise ProbeError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+            raise ProbeError(f"--val-fraction must be in [0, 1), got {self.val_fraction}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from wantofight.datasets.clip_dataset import SPLITS, TIERS, ClipDataset, DatasetError, parse_tiers
+from wantofight.devices import resolve_device
 from wantofight.interrupts import workers_ignore_ctrl_c
 from wantofight.progress import Progress
 
@@ -254,7 +255,7 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
         raise ValueError(f"size {size[0]}x{size[1]} must be a multiple of 8 (the VAE downsamples 8x)")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    device = ray_device(cluster, device) if cluster is not None else local_device(device)
+    device = ray_device(cluster, device) if cluster is not None else resolve_device(device)
     warn = warn or (lambda message: None)
     tiers = parse_tiers(tiers)
     dataset_args = (ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize)
@@ -378,16 +379,7 @@ def encode_digest(vae_info: dict, clip_info: dict | None, dataset_args: tuple, b
 # On a Ray cluster: one VAE per actor, one part file per unit
 
 
-def local_device(device: str) -> str:
-    """`auto` -> `cuda` when this machine has a GPU, else `cpu`; any other device as given."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def ray_device(cluster, device: str) -> str:
+def ray_device(cluster, device: str) -> str:  # the cluster's twin of wantofight.devices.resolve_device
     """`cpu` or `cuda` for the actors: each holds one GPU of its node when `cuda`; `auto` is `cuda` when
     the cluster offers GPUs. `cuda:N` names a GPU of this machine, which a cluster's actors cannot."""
     if device == "auto":

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, typed_options
+from wantofight.cli_util import DEVICE_HELP, console, fail, stopped, typed_options
 
 PLAYERS = "human (the keyboard: docs/play.md), or a `wtf collect --policy` player: idle, random, mash, scripted, " \
           "drill, keys:PATH, ppo:CHECKPOINT, ppo-ladder:DIR"
@@ -43,7 +43,7 @@ def play_command(
     steps: int = typer.Option(4, help="With --checkpoint: denoising steps per chunk."),
     sampler: Optional[str] = typer.Option(None, help="With --checkpoint: euler or x0_renoise (default: the "
                                                      "checkpoint stage's)."),
-    device: str = typer.Option("cpu", help="With --checkpoint: cpu or cuda."),
+    device: str = typer.Option("auto", help=f"With --checkpoint: {DEVICE_HELP}"),
 ) -> None:
     """Play the game in a window: keys or controllers for people, the collector's policies for the rest; with
     --checkpoint, the same keys drive a model's generation."""
@@ -83,6 +83,7 @@ def _play_model(typed, checkpoint, game, state, p1, p2, first_frames, refs, side
             fail(f"--{option} {spec}: a --checkpoint session has two human players (the model has no RAM for a policy "
                  "to read)")
     from wantofight.collect.game_registry import resolve_refs
+    from wantofight.devices import resolve_device
     from wantofight.play.model import ModelPlayError, ModelPlaySettings, play_model
     from wantofight.play.window import DisplayError
     from wantofight.train.generation import GenerationError
@@ -90,7 +91,7 @@ def _play_model(typed, checkpoint, game, state, p1, p2, first_frames, refs, side
     try:
         settings = ModelPlaySettings(
             checkpoint=checkpoint, first_frames=first_frames, refs=tuple(map(str, resolve_refs(refs))) if refs else None,
-            game=game, state=state, side_by_side=side_by_side, steps=steps, sampler=sampler, device=device, fps=fps,
+            game=game, state=state, side_by_side=side_by_side, steps=steps, sampler=sampler, device=resolve_device(device), fps=fps,
             scale=scale)
         result = play_model(settings)
     except (ModelPlayError, DisplayError, GenerationError, FileNotFoundError, ValueError) as err:

@@ -42,6 +42,100 @@ def test_help_shows_no_type_tags(command):
     assert not tags, result.output
 
 
+def all_commands():
+    """Every leaf command of `wtf` as (its words, its click command)."""
+    import typer.main
+
+    def walk(command, words):
+        subs = getattr(command, "commands", None)
+        if not subs:
+            return [(words, command)]
+        return [leaf for name, sub in sorted(subs.items()) for leaf in walk(sub, [*words, name])]
+
+    return walk(typer.main.get_command(app), [])
+
+
+@pytest.mark.parametrize("words", [words for words, command in all_commands()
+                                   if any(p.param_type_name == "argument" for p in command.params)],
+                         ids=" ".join)
+def test_the_usage_line_names_the_arguments_as_the_help_does(words):
+    result = runner.invoke(app, [*words, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+    panel = result.output[result.output.index("Arguments"):result.output.index("Options")]
+    names = re.findall(r"^│ [* ]\s+(\S+)", panel, re.MULTILINE)  # the argument column of the help
+    assert names and "{" not in usage
+    assert all(re.fullmatch(r"[A-Z][A-Z_]*(\.\.\.)?", name) for name in names), names
+    assert all(name in usage for name in names), (usage, names)
+
+
+def test_one_vocabulary_steps_and_device_auto_on_every_command():
+    """A step count is `--steps` everywhere (`--max-steps` only as a hidden old name) and `--device`
+    defaults to auto wherever a command has one."""
+    options = {(" ".join(words), opt): param for words, command in all_commands() for param in command.params
+               for opt in getattr(param, "opts", [])}
+    visible = {key for key, param in options.items() if not getattr(param, "hidden", False)}
+    assert not [key for key in visible if key[1] == "--max-steps"]
+    for command in ("train stage1", "train stage2", "train stage3", "train vae", "train decoder", "probe train",
+                    "agents train"):
+        assert (command, "--steps") in visible, command
+    for command in ("train stage1", "train stage2", "train stage3", "train vae"):
+        assert options[(command, "--max-steps")].hidden
+    devices = {key[0]: param.default for key, param in options.items() if key[1] == "--device"}
+    assert set(devices) >= {"generate", "eval", "play", "encode", "benchmark run", "train stage1", "train stage2",
+                            "train stage3", "train vae"}
+    assert set(devices.values()) == {"auto"}, devices
+
+
+@pytest.mark.parametrize("command, library", [
+    (["train", "stage1"], "wantofight.train.run.run_stage"),
+    (["train", "stage2", "--init-from", "s1"], "wantofight.train.run.run_stage"),
+    (["train", "stage3", "--teacher", "s2"], "wantofight.train.stage3.train_stage3"),
+    (["train", "vae"], "wantofight.train.game_vae.train_vae"),
+], ids=lambda c: " ".join(c) if isinstance(c, list) else "")
+def test_steps_and_its_old_name_reach_the_trainer_alike_and_errors_name_what_was_typed(command, library, monkeypatch):
+    import importlib
+    import inspect
+
+    import torch
+
+    module, name = library.rsplit(".", 1)
+    signature = inspect.signature(getattr(importlib.import_module(module), name))
+    calls = []
+
+    def record(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        calls.append({**arguments, **arguments.get("kwargs", {})})
+
+    monkeypatch.setattr(library, record)
+    base = [*command, "--data", "ds", "--out", "run"]
+    for flag in ("--steps", "--max-steps"):
+        result = runner.invoke(app, [*base, flag, "7"])
+        assert result.exit_code == 0, result.output
+    # the step count, and `auto` resolved to this machine's device, as the library receives them
+    received = [(call["max_steps"], call["device"]) for call in calls]
+    assert received == [(7, "cuda" if torch.cuda.is_available() else "cpu")] * 2
+    for flag in ("--steps", "--max-steps"):
+        result = runner.invoke(app, [*base, flag, "0"])
+        assert result.exit_code == 2 and result.output.strip() == f"error: {flag} must be >= 1, got 0"
+    result = runner.invoke(app, [*base, "--steps", "7", "--max-steps", "7"])
+    assert result.exit_code == 2 and "old name of --steps" in result.output
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["probe", "train", "runs", "--out", "probe", "--steps", "0"], "--steps must be >= 1, got 0"),
+    (["probe", "train", "runs", "--out", "probe", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["train", "decoder", "--data", "ds", "--out", "dec", "--steps", "-1"], "--steps must be >= 0, got -1"),
+    (["train", "decoder", "--data", "ds", "--out", "dec", "--keep", "0"], "--keep must be in (0, 1], got 0.0"),
+], ids=lambda a: " ".join(a[:2]) + " " + a[-2] if isinstance(a, list) else "")
+def test_config_errors_name_the_option_the_user_typed(args, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and result.output.strip() == f"error: {message}"
+    assert not any(tmp_path.iterdir())
+
+
 def test_version_prints_the_package_version():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0, result.output
@@ -148,7 +242,7 @@ def test_long_commands_print_progress_lines_without_a_terminal(command, match_ru
                         r"eval: 1/2 matches \(50%\) · win rate 0%"),
         # the trainer every stage shares
         "train stage1": (lambda: ["train", "stage1", "--data", str(small_dataset(recorded, tmp_path_factory)), "--out",
-                                  str(tmp_path / "s1"), "--max-steps", "2", "--set", "data.frames=9", "--set",
+                                  str(tmp_path / "s1"), "--steps", "2", "--set", "data.frames=9", "--set",
                                   "data.batch_size=1", "--set", "validation.every=0"],
                          r"stage1: 1/2 steps \(50%\) · loss [\d.]+ .* elapsed"),
     }

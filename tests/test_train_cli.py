@@ -35,7 +35,7 @@ def test_cli_trains_20_steps_from_clips_and_writes_checkpoints_metrics_and_a_hud
 
     run = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "stage1", "--preset", "tiny", "--data", str(dataset), "--out", str(run),
-                                      "--max-steps", "20", *FAST])
+                                      "--steps", "20", *FAST])
     assert result.exit_code == 0, result.output
     assert [p.name for p in ckpt.list_checkpoints(run)] == [ckpt.checkpoint_name(10), ckpt.checkpoint_name(20)]
     saved = ckpt.read_config(ckpt.latest_checkpoint(run))
@@ -57,7 +57,7 @@ def test_cli_trains_20_steps_from_clips_and_writes_checkpoints_metrics_and_a_hud
         assert lines == [f"FRAME {t} OF 9" for t in range(9)]
 
     again = CliRunner().invoke(app, ["train", "stage1", "--preset", "tiny", "--data", str(dataset), "--out",
-                                     str(run), "--max-steps", "22", "--resume", *FAST])
+                                     str(run), "--steps", "22", "--resume", *FAST])
     assert again.exit_code == 0, again.output
     assert [r["step"] for r in read_metrics(run)] == list(range(1, 23))
 
@@ -91,7 +91,7 @@ def test_default_curriculum_trains_on_full_match_data_alone(matches_only, tmp_pa
     """The default curriculum starts with single-action phases; full-match data alone skips them with a note."""
     run = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "stage1", "--preset", "tiny", "--data", str(matches_only), "--out",
-                                      str(run), "--max-steps", "3", *FAST])
+                                      str(run), "--steps", "3", *FAST])
     assert result.exit_code == 0, result.output
     assert "single-action" in result.output and "skipped" in result.output
     assert all(r["tiers"] == {"full-match": 1} for r in read_metrics(run))

@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import console, fail
+from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, console, fail, step_count
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,14 +37,16 @@ def generate_command(
     sampler: Optional[str] = typer.Option(None, "--sampler", help="euler or x0_renoise (default: x0_renoise for stage-3 checkpoints, else euler)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the noise draws."),
     fps: int = typer.Option(30, "--fps", help="Frame rate written into the MP4."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    device: str = DEVICE_OPTION,
     prompt: Optional[int] = typer.Option(None, "--prompt-frames", help="Use the first 1 + 8 m frames of --first-frames as the prompt (default: the longest such prefix)."),
 ) -> None:
     """Stream a video from a checkpoint, a first frame, a key file and reference images (any length)."""
     from wantofight.collect.game_registry import resolve_refs
     from wantofight.collect.keyfile import KeyFileError
+    from wantofight.devices import resolve_device
     from wantofight.train.generation import GenerationError, generate_from_files
 
+    device = resolve_device(device)
     if steps < 1:
         fail(f"--steps must be >= 1, got {steps}")
     try:
@@ -74,15 +76,16 @@ def eval_command(
     report: Optional[Path] = typer.Option(None, "--report", help="Write the per-clip and per-tier results as JSON."),
     lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Compute LPIPS (needs the lpips package and AlexNet weights offline)."),
     lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's AlexNet weights (alexnet-owt-7be5be79.pth) for LPIPS; default: torchvision's cache."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    device: str = DEVICE_OPTION,
 ) -> None:
     """Replay the clips' key streams from their first frames; PSNR / SSIM / LPIPS per tier and latency per chunk."""
+    from wantofight.devices import resolve_device
     from wantofight.train.evaluate import EvalError, evaluate, write_report
     from wantofight.train.generation import GenerationError
 
     try:
         result = evaluate(checkpoint, data, split, frames, steps, keys_dir, max_clips, tiers, decoder=decoder,
-                          device=device, lpips=lpips, lpips_backbone=lpips_backbone)
+                          device=resolve_device(device), lpips=lpips, lpips_backbone=lpips_backbone)
     except (EvalError, GenerationError, FileNotFoundError, ValueError) as err:
         fail(str(err))
     console.print(result.table(), highlight=False)
@@ -100,20 +103,22 @@ def stage2_command(
     preset: str = typer.Option("tiny", "--preset", help="Model and training preset: tiny, wan-1.3b."),
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR or latent cache."),
     out: Path = typer.Option(..., "--out", help="Run folder: checkpoints/, metrics.jsonl, val/ videos."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps to train to."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps to train to (default: the preset's)."),
+    max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the preset."),
     set_: List[str] = typer.Option([], "--set", help="Override a config field (repeatable)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda."),
+    device: str = DEVICE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Stage 2: block-causal attention, one noise level per chunk (diffusion forcing), from stage 1."""
+    from wantofight.devices import resolve_device
     from wantofight.train.run import run_stage
 
     if init_from is None and not resume:
         fail("stage2 starts from a stage-1 checkpoint: pass --init-from STAGE1_RUN_OR_CKPT (or --resume)")
-    run_stage("stage2", preset=preset, data=data, out=out, max_steps=max_steps, resume=resume,
-              init_from=init_from, config_file=config_file, sets=set_, device=device, progress=progress, fail=fail)
+    run_stage("stage2", preset=preset, data=data, out=out, max_steps=step_count(steps, max_steps), resume=resume,
+              init_from=init_from, config_file=config_file, sets=set_, device=resolve_device(device), progress=progress, fail=fail)
 
 
 def stage3_command(
@@ -121,11 +126,12 @@ def stage3_command(
     preset: str = typer.Option("tiny", "--preset", help="Model and training preset: tiny, wan-1.3b."),
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR or latent cache (conditioning: first frames, keys, references)."),
     out: Path = typer.Option(..., "--out", help="Run folder."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Generator steps to train to."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Generator steps to train to (default: the preset's)."),
+    max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly (the teacher path is recorded)."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the preset."),
     set_: List[str] = typer.Option([], "--set", help="Override a field, dmd.* included: --set dmd.critic_steps=5."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda."),
+    device: str = DEVICE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Stage 3: DMD to a 4-step causal student with a TTUR critic and self-forcing rollouts."""
@@ -133,12 +139,14 @@ def stage3_command(
     from wantofight.train.config import ConfigError
     from wantofight.train.data import DataError
     from wantofight.train.distributed import teardown
+    from wantofight.devices import resolve_device
     from wantofight.train.stage3 import train_stage3
     from wantofight.train.trainer import TrainError
 
+    steps = step_count(steps, max_steps)
     try:
-        train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=max_steps, resume=resume,
-                     config_file=config_file, sets=set_, device=device, progress=progress)
+        train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=steps, resume=resume,
+                     config_file=config_file, sets=set_, device=resolve_device(device), progress=progress)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
@@ -181,11 +189,12 @@ def vae_command(
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum); PSNR is measured on its val split."),
     out: Path = typer.Option(..., "--out", help="New folder: a diffusers AutoencoderKLWan (loadable wherever --vae is) + report.json."),
     size: str = typer.Option("128x128", "--size", help="Frame size HEIGHTxWIDTH trained and measured at (multiples of 16)."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps (default 2000)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps (default 2000)."),
+    max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run into --out."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the defaults."),
     set_: List[str] = typer.Option([], "--set", help="Override a field: --set vae.crop=0, --set model.vae.base_dim=32, --set optim.lr=5e-4."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda."),
+    device: str = DEVICE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Train a small Wan-layout VAE (4x time, 8x space, 16 channels) on the game's frames."""
@@ -193,11 +202,13 @@ def vae_command(
     from wantofight.train.config import ConfigError
     from wantofight.train.data import DataError
     from wantofight.train.distributed import teardown
+    from wantofight.devices import resolve_device
     from wantofight.train.game_vae import parse_size, train_vae
     from wantofight.train.trainer import TrainError
 
+    steps = step_count(steps, max_steps)
     try:
-        train_vae(data, out, parse_size(size), max_steps, set_, config_file, resume, device, progress)
+        train_vae(data, out, parse_size(size), steps, set_, config_file, resume, resolve_device(device), progress)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:

@@ -222,13 +222,17 @@ class DecoderTrainConfig:
     """Held-out windows (val split when present) for the PSNR report."""
 
     def __post_init__(self) -> None:
+        # named as `wtf train decoder` spells them, the command this config mirrors
         if not 0 < self.keep_ratio <= 1:
-            raise PruningError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
-        if self.steps < 0 or self.batch_size < 1 or self.lr <= 0:
-            raise PruningError(f"steps >= 0, batch_size >= 1 and lr > 0 required, got {self.steps}, "
-                               f"{self.batch_size}, {self.lr}")
+            raise PruningError(f"--keep must be in (0, 1], got {self.keep_ratio}")
+        if self.steps < 0:
+            raise PruningError(f"--steps must be >= 0, got {self.steps}")
+        if self.batch_size < 1:
+            raise PruningError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.lr <= 0:
+            raise PruningError(f"--lr must be > 0, got {self.lr}")
         if (self.frames - 1) % 4:
-            raise PruningError(f"frames must be 1 + 4 k (the Wan VAE's time grid), got {self.frames}")
+            raise PruningError(f"--frames must be 1 + 4 k (the Wan VAE's time grid), got {self.frames}")
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterable, NoReturn
 
 import typer
@@ -26,6 +27,20 @@ RAY_OPTION = typer.Option(
     help="Run on a Ray cluster: HOST:PORT of its head, auto (the one this machine joined), or local; outputs go "
          "where every node sees them (docs/scaling.md).")
 MAX_RETRIES_OPTION = typer.Option(3, help="With --ray: times a unit is run again after its worker died.")
+DEVICE_HELP = "cpu, cuda, cuda:N, or auto (cuda when this machine has a GPU, else cpu)."
+DEVICE_OPTION = typer.Option("auto", "--device", help=DEVICE_HELP)
+MAX_STEPS_OPTION = typer.Option(None, "--max-steps", hidden=True, help="The old name of --steps, kept for a release.")
+
+
+def step_count(steps: int | None, max_steps: int | None) -> int | None:
+    """`--steps N`, or the same given by its old name `--max-steps N` (hidden); an error names the option
+    as the user typed it."""
+    if steps is not None and max_steps is not None:
+        fail("--max-steps is the old name of --steps: give --steps only")
+    typed, value = ("--max-steps", max_steps) if max_steps is not None else ("--steps", steps)
+    if value is not None and value < 1:
+        fail(f"{typed} must be >= 1, got {value}")
+    return value
 
 
 def ray_cluster(ctx: typer.Context, address: str | None, workers: int, max_retries: int):
@@ -75,6 +90,7 @@ class Group(TyperGroup):
 
     def main(self, *args, **kwargs):
         hide_type_tags(self)
+        name_arguments(self)
         return super().main(*args, **kwargs)
 
     def invoke(self, ctx):
@@ -102,3 +118,18 @@ def hide_type_tags(command) -> None:
 
 def _no_type(ctx=None) -> str:
     return ""
+
+
+def name_arguments(command) -> None:
+    """One name per argument in the usage line, the help and the errors: `RUN_DIRS...`, where Typer
+    shows `{run_dirs}...` in the usage line and `run_dirs...` in the help."""
+    for param in command.get_params(typer.Context(command)):
+        if param.param_type_name == "argument" and param.metavar is None:
+            param.metavar = param.name.upper() + ("..." if param.nargs != 1 else "")
+            param.get_usage_pieces = partial(_usage_piece, param)
+    for sub in getattr(command, "commands", {}).values():
+        name_arguments(sub)
+
+
+def _usage_piece(param, ctx=None) -> list[str]:
+    return [param.metavar if param.required else f"[{param.metavar}]"]
