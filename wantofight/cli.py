@@ -16,6 +16,7 @@ from wantofight.cli_util import Group
 from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
 from wantofight.datasets import cli as datasets_cli
+from wantofight.export import cli as export_cli
 from wantofight.play import cli as play_cli
 from wantofight.train import cli as train_cli
 from wantofight.train import generate_cli
@@ -48,6 +49,7 @@ collect_cli.register(app)
 annotate_cli.register(app)
 curator_cli.register(app)
 datasets_cli.register(app)
+export_cli.register(app)
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(model_cli.app, name="model")
 app.add_typer(train_cli.app, name="train")
