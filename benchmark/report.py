@@ -7,6 +7,11 @@ Averages are over cases (each case weighs the same), and within a case over both
 player's share of rows is counted only over its scored rows (benchmark/scoring.py). The ratio
 columns divide by the `emulator` variant of the same folder (with the recorded keys), the probe's own
 ceiling.
+
+The report leads with the gain over the first frame, (model - first frame) / (emulator - first frame)
+per family and for the single-action actor: 0 is doing nothing, 1 is the game. Every rate carries its
+95% interval over cases (benchmark/intervals.py), and the page opens with what makes its figures
+weak: a probe that missed its accuracy targets, scenarios with too few cases, a miniature suite.
 """
 
 from __future__ import annotations
@@ -18,10 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.benchmark.scenarios import FAMILIES, IDENTITY, SCENARIOS
+from wantofight.benchmark import intervals as ci
+from wantofight.benchmark.scenarios import FAMILIES, IDENTITY, SCENARIOS, MineOptions
+from wantofight.benchmark.scoring import CHUNK_ROWS, per_chunk
 
 CURVE_MIN_CASES = 3
 """A point of a curve over time is drawn only where at least this many cases reach that row."""
+GAIN_MIN_SPAN = 0.01
+"""No gain where the emulator beats the first frame by less than this: nothing to measure it against."""
+GAIN_COLUMNS = ("single-action", "dual-action", "identity", "all", "actor")
+TABLE_CHUNKS = 6
+"""Chunks shown in the page's per-chunk tables (report.json holds the whole curves)."""
 
 
 def mean(values) -> float | None:
@@ -74,23 +86,29 @@ def summarize(info: dict, cases: list[dict]) -> dict:
     for family, scenarios in FAMILIES.items():
         group = [c for s in scenarios for c in by_scenario[s]]
         families[family] = {"cases": len(group), "follow": mean(case_follow(c) for c in group),
+                            "follow_ci": ci.bootstrap(case_follow(c) for c in group),
                             "state": mean(case_follow(c, "state") for c in group),
                             "direction": mean(case_follow(c, "direction") for c in group),
                             "p1": mean(c["p1"]["follow"] for c in group), "p2": mean(c["p2"]["follow"] for c in group)}
     single = [actor_and_idle(c) for c in by_scenario["single-action"] if c.get("actor")]
     families["single-action"]["actor"] = mean(a for a, _ in single)  # the move itself: what the keys ask for
+    families["single-action"]["actor_ci"] = ci.bootstrap(a for a, _ in single)
     families["single-action"]["idle"] = mean(i for _, i in single)  # the other fighter, standing still
-    families["all"] = {"cases": len(cases), "follow": mean(case_follow(c) for c in cases)}
+    families["single-action"]["idle_ci"] = ci.bootstrap(i for _, i in single)
+    families["all"] = {"cases": len(cases), "follow": mean(case_follow(c) for c in cases),
+                       "follow_ci": ci.bootstrap(case_follow(c) for c in cases)}
     scenarios = {}
     for s, group in by_scenario.items():
         row = {"cases": len(group), "follow": mean(case_follow(c) for c in group),
                "psnr": mean(c["psnr"] for c in group), "ssim": mean(c["ssim"] for c in group),
                "lpips": mean(c["lpips"] for c in group),
                "x_error": mean(v for c in group for p in c["x_error"] for v in p),
-               "found": mean(c.get("found") for c in group)}
+               "found": mean(c.get("found") for c in group), "found_ci": ci.bootstrap(c.get("found") for c in group)}
         if s in IDENTITY:
             bound = [c["binding"]["bound"] for c in group]
             row["binding"] = 100.0 * sum(bound) / len(bound) if bound else None
+            interval = ci.wilson(sum(bound), len(bound))
+            row["binding_ci"] = [100.0 * v for v in interval] if interval else None
         scenarios[s] = row
     moves = {}
     for c in by_scenario["single-action"]:
@@ -103,12 +121,118 @@ def summarize(info: dict, cases: list[dict]) -> dict:
         "x_error_curve": curve([[mean(p[t] for p in c["x_error"]) for t in range(len(c["x_error"][0]))]
                                 for c in cases]),
         "psnr_curve": curve([c["psnr_rows"] for c in cases]),
+        "x_error_chunks": curve([x_error_chunks(c) for c in cases]),
+        "extra_fighters_chunks": curve([c.get("extra_fighters", []) for c in cases]),
+        "extra_fighters": mean(mean(c["extra_fighters"]) for c in cases if c.get("extra_fighters")),
+        "extra_fighters_ci": ci.bootstrap(mean(c["extra_fighters"]) for c in cases if c.get("extra_fighters")),
         "speed": {"chunks": len(seconds), "ms_per_chunk": 1000 * statistics.mean(seconds) if seconds else None,
                   "ms_per_chunk_median": 1000 * statistics.median(seconds) if seconds else None,
                   "frames_per_s": generated / sum(seconds) if seconds else None},
         "videos": [{"case_id": c["case_id"], "scenario": c["scenario"], "label": c["label"], "path": c["video"]}
                    for c in cases if c.get("video")],
     }
+
+
+def x_error_chunks(case: dict) -> list[float | None]:
+    """A case's x error (both players) per chunk of CHUNK_ROWS generated rows."""
+    rows = [mean(p[t] for p in case["x_error"]) for t in range(len(case["x_error"][0]))]
+    return per_chunk(np.array([np.nan if v is None else v for v in rows], dtype=np.float64))
+
+
+def gain(model: float, emulator: float, first: float) -> float | None:
+    """(model - first frame) / (emulator - first frame): 0 = doing nothing, 1 = the game."""
+    span = emulator - first
+    return (model - first) / span if span >= GAIN_MIN_SPAN else None
+
+
+def gain_values(column: str, case: dict) -> float | None:
+    """A case's share in a gain column: its following, or for `actor` the acting fighter's."""
+    if column == "actor":
+        return actor_and_idle(case)[0] if case["scenario"] == "single-action" and case.get("actor") else None
+    if column != "all" and case["scenario"] not in FAMILIES[column]:
+        return None
+    return case_follow(case)
+
+
+def gains(variants: list[tuple[dict, list[dict]]]) -> dict:
+    """Each variant's gain over the first frame per column, over the cases it and both baselines
+    scored, with a paired bootstrap interval; {"missing": why} when a baseline is not in the folder."""
+    def baseline(model: str):
+        return next((cases for info, cases in variants if info["model"] == model
+                     and info.get("keys", "real") == "real"), None)
+
+    emulator, first = baseline("emulator"), baseline("first-frame")
+    missing = [m for m, cases in (("emulator", emulator), ("first-frame", first)) if cases is None]
+    if missing:
+        return {"missing": f"no gain over the first frame: this folder has no {' and no '.join(missing)} variant "
+                           f"(score it into the same --out with {' '.join(f'--model {m}' for m in missing)})"}
+    out = {}
+    for info, cases in variants:
+        row = {}
+        for column in GAIN_COLUMNS:
+            by_id = [{c["case_id"]: gain_values(column, c) for c in group} for group in (cases, emulator, first)]
+            common = [i for i in by_id[0] if all(d.get(i) is not None for d in by_id)]
+            values = [np.array([d[i] for i in common]) for d in by_id]
+            row[column] = {"gain": gain(*(v.mean() for v in values)) if common else None, "cases": len(common),
+                           "ci": ci.paired_bootstrap(gain, *values) if common else None}
+        out[info["name"]] = row
+    return {"variants": out}
+
+
+def warnings(report: dict) -> list[str]:
+    """What makes the figures weak, for the page's first lines: a probe that missed its accuracy targets
+    on held-out frames, and scenarios with too few cases for an interval to exclude chance."""
+    out = []
+    probe_report = Path(report["probe"]) / "report.json"
+    held = json.loads(probe_report.read_text()).get("held_out") if probe_report.is_file() else None
+    if held is None:
+        out.append(f"The probe's held-out accuracy is unknown (no held-out score in {probe_report}): every "
+                   "figure here rests on readings of unknown accuracy.")
+    else:
+        missed = [f"{name} {100 * min(v for p, v in t.items() if p in ('p1', 'p2') and v is not None):.1f}% "
+                  f"(target {100 * t['need']:.0f}%)" for name, t in held["targets"].items()
+                  if not t["met"] and any(t.get(p) is not None for p in ("p1", "p2"))]
+        missed += [f"{name} unmeasured" for name, t in held["targets"].items()
+                   if all(t.get(p) is None for p in ("p1", "p2"))]
+        if missed:
+            out.append(f"The probe missed its accuracy targets on held-out frames ({', '.join(missed)}): it "
+                       "misreads real frames, so every figure here is partly the probe's error. Train it on more "
+                       "frames or for more steps (docs/benchmark.md).")
+    need = ci.cases_to_exclude_chance()
+    for s in SCENARIOS:
+        counts = [v["scenarios"][s]["cases"] for v in report["variants"] if v["scenarios"][s]["cases"]]
+        if counts and min(counts) < need:
+            out.append(f"{s}: {min(counts)} case{'s' if min(counts) > 1 else ''}; with fewer than {need} even a "
+                       f"perfect score's 95% interval reaches chance ({100 * ci.CHANCE:.0f}% binding): its figures "
+                       "decide nothing.")
+    ceiling = report["gain_over_first_frame"].get("variants", {}).get("emulator", {})
+    flat = [c for c, g in ceiling.items() if g["cases"] and g["gain"] is None]
+    if flat:
+        out.append(f"On {', '.join(flat)} the emulator does not beat the first frame as the probe reads them: no gain "
+                   "can be measured there.")
+    for name, row in report["gain_over_first_frame"].get("variants", {}).items():
+        variant = next(v["variant"] for v in report["variants"] if v["name"] == name)
+        if variant["model"] != "checkpoint":
+            continue
+        unsure = [c for c, g in row.items() if g["ci"] is not None and g["ci"][0] <= 0 <= g["ci"][1]]
+        if unsure:
+            out.append(f"{name}: the gain over the first frame on {', '.join(unsure)} is not told apart from 0 "
+                       "(its 95% interval holds 0): on these cases it does no better than doing nothing, or the "
+                       "cases are too few to tell.")
+    return out
+
+
+def smoke_test(suite_meta: dict) -> str | None:
+    """A line naming the suite a miniature when it keeps fewer cases or shorter sessions than the
+    benchmark's defaults (the README's miniature does both)."""
+    options, full = suite_meta.get("options", {}), MineOptions()
+    short = []
+    if options.get("per_scenario", full.per_scenario) < full.per_scenario:
+        short.append(f"at most {options['per_scenario']} cases per scenario (the benchmark's: {full.per_scenario})")
+    if options.get("long_seconds", full.long_seconds) < full.long_seconds:
+        short.append(f"long sessions of {options['long_seconds']:g} s ({full.long_seconds:g} s)")
+    return (f"A smoke test, not a measurement: this suite is a miniature, {' and '.join(short)}."
+            if short else None)
 
 
 def ratios(summaries: list[dict]) -> dict:
@@ -130,15 +254,18 @@ def write_report(out: Path, lpips_backend: str | None = None) -> dict:
     from wantofight.benchmark.run import atomic_write
 
     run = json.loads((out / "run.json").read_text())
-    summaries = [summarize(info, cases) for info, cases in read_variants(out)]
-    report = {**run, "lpips": lpips_backend or run.get("lpips"), "variants": summaries,
-              "follow_vs_emulator": ratios(summaries)}
+    variants = read_variants(out)
+    summaries = [summarize(info, cases) for info, cases in variants]
+    report = {"gain_over_first_frame": gains(variants), **run, "lpips": lpips_backend or run.get("lpips"),
+              "variants": summaries, "follow_vs_emulator": ratios(summaries)}
     if lpips_backend:
         run["lpips"] = lpips_backend
         atomic_write(out / "run.json", json.dumps(run, indent=1) + "\n")
     suite_meta = json.loads((Path(run["suite"]) / "suite.json").read_text()) if Path(run["suite"], "suite.json").is_file() \
         else {}
     report["suite_scenarios"] = suite_meta.get("scenarios")
+    report["smoke_test"] = smoke_test(suite_meta)
+    report["warnings"] = warnings(report)
     plots = write_plots(out, summaries)
     atomic_write(out / "report.json", json.dumps(report, indent=1) + "\n")
     atomic_write(out / "index.html", render_html(report, plots))
@@ -158,43 +285,72 @@ def fmt(value, kind: str = "share") -> str:
         return f"{value:.0f}%"
     if kind == "db":
         return f"{value:.2f}"
+    if kind == "gain":
+        return f"{value:.2f}"
     return f"{value:.1f}"
+
+
+def fmt_ci(value, interval, kind: str = "share", cases: int | None = None) -> str:
+    """`0.698 [0.621, 0.770] (20)`: a rate, its 95% interval over cases and how many cases."""
+    text = fmt(value, kind)
+    if value is not None and interval is not None:
+        text += f" [{fmt(interval[0], kind)}, {fmt(interval[1], kind)}]"
+    return text if cases is None else f"{text} ({cases})"
 
 
 def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of each table of the report."""
     summaries, rat = report["variants"], report.get("follow_vs_emulator", {})
     fams = ("single-action", "dual-action", "identity", "all")
-    follow = [[s["name"]] + [f"{fmt(s['families'][f]['follow'])} ({s['families'][f]['cases']})" for f in fams]
+    gain_rows = report.get("gain_over_first_frame", {}).get("variants", {})
+    gain = [[s["name"]] + [fmt_ci(g["gain"], g["ci"], "gain", g["cases"]) if g else "n/a"
+                           for g in (gain_rows.get(s["name"], {}).get(c) for c in GAIN_COLUMNS)] for s in summaries]
+    follow = [[s["name"]] + [fmt_ci(s["families"][f]["follow"], s["families"][f].get("follow_ci"), "share",
+                                    s["families"][f]["cases"]) for f in fams]
               + [fmt(rat.get(s["name"], {}).get(f)) for f in ("single-action", "dual-action")]
-              + [f"{fmt(s['families']['single-action'].get('actor'))} / {fmt(s['families']['single-action'].get('idle'))}"]
+              + [f"{fmt_ci(s['families']['single-action'].get('actor'), s['families']['single-action'].get('actor_ci'))}"
+                 f" / {fmt_ci(s['families']['single-action'].get('idle'), s['families']['single-action'].get('idle_ci'))}"]
               for s in summaries]
-    binding = [[s["name"]] + [f"{fmt(s['scenarios'][sc]['binding'], 'pct')} ({s['scenarios'][sc]['cases']})"
-                              for sc in IDENTITY] for s in summaries]
+    binding = [[s["name"]] + [fmt_ci(s["scenarios"][sc]["binding"], s["scenarios"][sc].get("binding_ci"), "pct",
+                                     s["scenarios"][sc]["cases"]) for sc in IDENTITY] for s in summaries]
     fidelity = [[s["name"]] + [fmt(s["scenarios"][sc][k], kind) for sc in SCENARIOS
                                for k, kind in (("psnr", "db"), ("ssim", "share"))] for s in summaries]
     overall = [[s["name"], fmt(mean(s["scenarios"][sc]["psnr"] for sc in SCENARIOS), "db"),
                 fmt(mean(s["scenarios"][sc]["ssim"] for sc in SCENARIOS)),
                 fmt(mean(s["scenarios"][sc]["lpips"] for sc in SCENARIOS)),
                 fmt(mean(s["scenarios"][sc]["x_error"] for sc in SCENARIOS), "px"),
-                fmt(s["scenarios"]["long"]["found"]),
+                fmt_ci(s["scenarios"]["long"]["found"], s["scenarios"]["long"].get("found_ci")),
+                fmt_ci(s.get("extra_fighters"), s.get("extra_fighters_ci"), "px"),
                 fmt(s["speed"]["ms_per_chunk"], "px"), fmt(s["speed"]["frames_per_s"], "px")] for s in summaries]
+    chunks = [[s["name"]] + [f"{fmt(x, 'px')} / {fmt(e, 'px')}" for x, e in
+                             zip(padded(s["x_error_chunks"]), padded(s["extra_fighters_chunks"]))]
+              for s in summaries]
     moves = sorted({m for s in summaries for m in s["single_action_moves"]})
     per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
     return [
-        ("Action following (state class and direction within ±2 rows; cases)",
+        ("Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing nothing, "
+         "1 = the game [95% interval] (cases)", ["model", *GAIN_COLUMNS[:-1], "single: actor"], gain),
+        ("Action following (state class and direction within ±2 rows) [95% interval] (cases)",
          ["model", *fams, "single × emulator", "dual × emulator", "single: actor / idle"], follow),
-        ("Identity binding (% of cases bound correctly; cases)", ["model", *IDENTITY], binding),
+        ("Identity binding (% of cases bound correctly) [95% interval] (cases)", ["model", *IDENTITY], binding),
         ("Fidelity and speed (mean over scenarios)",
-         ["model", "PSNR dB", "SSIM", "LPIPS", "x error px", "long: both found", "ms/chunk", "frames/s"], overall),
+         ["model", "PSNR dB", "SSIM", "LPIPS", "x error px", "long: both found", "extra fighter px", "ms/chunk",
+          "frames/s"], overall),
+        (f"Per chunk of {CHUNK_ROWS} generated rows: x error px / extra fighter pixels per frame (mean over cases; "
+         "report.json has every chunk)", ["model"] + [f"chunk {k + 1}" for k in range(TABLE_CHUNKS)], chunks),
         ("PSNR dB / SSIM per scenario", ["model"] + [f"{sc} {k}" for sc in SCENARIOS for k in ("PSNR", "SSIM")],
          fidelity),
         ("Single-action following per action", ["action"] + [s["name"] for s in summaries], per_move),
     ]
 
 
+def padded(values: list) -> list:
+    return (list(values) + [None] * TABLE_CHUNKS)[:TABLE_CHUNKS]
+
+
 def text_tables(report: dict) -> str:
-    out = []
+    out = [f"! {n}" for n in ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])]
+    out += [""] if out else []
     for title, header, rows in tables(report)[:3]:
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         out.append(title)
@@ -259,6 +415,7 @@ def save(fig, path: Path) -> str:
 PAGE_STYLE = """body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}th{background:#f0f0f0}
 td:first-child,th:first-child{text-align:left}video{image-rendering:pixelated;max-width:100%}
+.warnings{background:#fff3cd;border:1px solid #e0b000;padding:2px 10px;margin:0 0 1em}
 .videos{display:flex;flex-wrap:wrap;gap:12px}.videos figure{margin:0}figcaption{font-size:12px}"""
 
 
@@ -269,6 +426,11 @@ def render_html(report: dict, plots: list[str]) -> str:
              f"<p>suite <code>{e(report['suite'])}</code> ({e(report['suite_digest'])}), probe "
              f"<code>{e(report['probe'])}</code> ({e(report['probe_digest'])}); LPIPS: {e(str(report.get('lpips')))}. "
              "Scoring rules: docs/benchmark.md.</p>"]
+    notes = ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])
+    if report.get("gain_over_first_frame", {}).get("missing"):
+        notes.append(report["gain_over_first_frame"]["missing"])
+    if notes:  # first, above every table: what the figures below do not mean
+        parts.insert(1, "<div class='warnings'>" + "".join(f"<p>⚠ {e(n)}</p>" for n in notes) + "</div>")
     for title, header, rows in tables(report):
         parts.append(f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
         parts += ["<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in row) + "</tr>" for row in rows]

@@ -13,6 +13,9 @@ A case has rows 0..N: row 0 is the prompt frame (given, never scored), rows 1..N
   accepts both "still" and the direction, so a probe error of a few pixels is not a wrong move.
 - Action following at row r: class and direction both agree. A case's score for a player is the
   share of its scored rows (rows whose own true class and direction are known) that follow.
+- Extra fighters: pixels of a generated frame that differ from the stage picture (the per-pixel
+  median of the case's recorded frames) inside the band of rows the fighters are drawn in, farther
+  than FAR_PX from both fighters' true x: a model that grows a third fighter paints them.
 - Identity binding: each fighter the probe sees (P1's look, P2's look) must behave like the player
   whose keys it was given, not like the other: bound when
       follow(P1 read, P1 truth) + follow(P2 read, P2 truth) > follow(P1 read, P2 truth) + follow(P2 read, P1 truth);
@@ -22,6 +25,7 @@ A case has rows 0..N: row 0 is the prompt frame (given, never scored), rows 1..N
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,3 +178,64 @@ def psnr(mse: np.ndarray | float) -> np.ndarray | float:
 def spread(count: int, most: int) -> np.ndarray:
     """At most `most` indices spread evenly over range(count), first and last included."""
     return np.unique(np.linspace(0, count - 1, min(count, most)).round().astype(np.int64))
+
+
+# ---------------------------------------------------------------------------------------------
+# Extra fighters
+# ---------------------------------------------------------------------------------------------
+
+CHUNK_ROWS = 8
+"""Rows per chunk of the per-chunk curves: the model's default `chunk_frames`."""
+STAGE_FRAMES = 64
+"""The stage picture is the per-pixel median of at most this many of the case's frames, spread evenly."""
+DIFF_LEVEL = 60
+"""A pixel differs from the stage when its largest channel difference exceeds this (of 255)."""
+FAR_PX = 10
+"""Model px: a differing pixel at least this far from both fighters' true x belongs to neither."""
+
+
+def stage_picture(frames: np.ndarray) -> np.ndarray:
+    """(T, H, W, 3) uint8 -> (H, W, 3) uint8: the per-pixel median, where fighters that move vanish."""
+    return np.median(frames, axis=0).round().astype(np.uint8)
+
+
+def fighter_band(truth: Truth, sprites: dict[str, list[int]], screen, size: tuple[int, int]) -> tuple[int, int]:
+    """Model rows [top, bottom) the fighters are drawn in over the case: from the highest head (the
+    tallest stance of game.json `boxes.sprite` above the feet) to the lowest feet. `screen` is the
+    probe's `Screen` (native size, crop offsets); the whole frame for a game without sprite boxes."""
+    y = truth.values["y"][truth.valid["y"]]
+    if not sprites or not len(y):
+        return 0, size[0]
+    tallest = max(-box[1] for box in sprites.values())
+    scale = size[0] / screen.native[0]
+    top = math.floor((y.min() - tallest - screen.crop_top) * scale)
+    bottom = math.ceil((y.max() + 1 - screen.crop_top) * scale)
+    return max(0, top), min(size[0], max(bottom, 0))
+
+
+def model_x(truth: Truth, screen, width: int) -> np.ndarray:
+    """(T, 2) the fighters' true x as model columns (nan where unknown)."""
+    x = np.where(truth.valid["x"], truth.values["x"], np.nan)
+    return (x - screen.crop_left) * width / screen.native[1]
+
+
+def extra_fighter_pixels(frames: np.ndarray, stage: np.ndarray, x: np.ndarray, band: tuple[int, int]) -> np.ndarray:
+    """(T, H, W, 3) uint8 frames, the (H, W, 3) stage, (T, 2) true model x -> (T,) pixels that differ
+    from the stage in the band and lie farther than FAR_PX from both fighters (nan where an x is unknown)."""
+    top, bottom = band
+    diff = np.abs(frames[:, top:bottom].astype(np.int16) - stage[top:bottom].astype(np.int16)).max(-1) > DIFF_LEVEL
+    cols = np.arange(frames.shape[2], dtype=np.float64)
+    far = (np.abs(cols[None, :, None] - np.nan_to_num(x)[:, None, :]) > FAR_PX).all(-1)  # (T, W)
+    counts = (diff & far[:, None, :]).sum(axis=(1, 2)).astype(np.float64)
+    counts[np.isnan(x).any(axis=1)] = np.nan
+    return counts
+
+
+def per_chunk(values: np.ndarray) -> list[float | None]:
+    """(N,) per generated row (nan: unknown) -> the mean of each CHUNK_ROWS rows (None: none known)."""
+    out = []
+    for a in range(0, len(values), CHUNK_ROWS):
+        known = values[a:a + CHUNK_ROWS]
+        known = known[np.isfinite(known)]
+        out.append(round(float(known.mean()), 2) if len(known) else None)
+    return out
