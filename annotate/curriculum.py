@@ -215,7 +215,7 @@ def _build(run_dirs: list[Path], out: Path, options: BuildOptions, workers: int,
         done = all((parts_dir / t / f"{ep.uid}.parquet").is_file() for t in {p["tier"] for p in plans})
         if plans and not done:
             cut_jobs.append((Path(ep.path), plans, ep.info | {"meta": None}, ram_names, parts_dir))
-    results = map_ordered(cut_safely, cut_jobs, workers, "encode", progress, cluster, warn)
+    results = map_ordered(cut_safely, cut_jobs, workers, "cut", progress, cluster, warn)
     for job, result in zip(cut_jobs, results):
         if isinstance(result, str):
             if options.strict:

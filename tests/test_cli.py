@@ -212,7 +212,13 @@ def test_progress_prints_a_line_when_due_and_a_last_one(capsys, monkeypatch):
             bar.advance(mb=1.5)
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("encode: 1/3 windows (33%) · 1.5 MB · 0:00:00 elapsed")
-    assert len(lines) == 4 and lines[-1].startswith("encode: 3/3 windows (100%)")
+    assert len(lines) == 3 and lines[-1].startswith("encode: 3/3 windows (100%)")  # the last state once
+    with Progress("encode", 3, "windows") as bar:
+        bar.advance()
+        bar.every = 3600  # the rest falls between two due lines: the end prints the last state
+        bar.advance(2)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["encode: 1/3 windows", "encode: 3/3 windows"]
     monkeypatch.setenv("WTF_PROGRESS_SECONDS", "5")
     with Progress("encode", 3, "windows") as bar:  # done within 5 s: quiet
         bar.advance(3)
@@ -232,7 +238,7 @@ def test_long_commands_print_progress_lines_without_a_terminal(command, match_ru
         "annotate": (lambda: ["annotate", str(copy_run(match_run, tmp_path / "run")), "--workers", "2"],
                      r"annotate: 1/2 episodes"),
         "build-curriculum": (lambda: ["build-curriculum", str(match_run), "--out", str(tmp_path / "ds"),
-                                      "--clip-frames", "33", "--tiers", "full"], r"encode: 1/2 episodes"),
+                                      "--clip-frames", "33", "--tiers", "full"], r"^cut: 1/2 episodes"),
         "encode": (lambda: ["encode", str(small_dataset(recorded, tmp_path_factory)), "--out", str(tmp_path / "lat"),
                             "--vae", "tiny", "--frames", "9", "--size", "16x32", "--tiers", "dual"],
                    r"encode: 1/\d+ windows"),
@@ -251,6 +257,39 @@ def test_long_commands_print_progress_lines_without_a_terminal(command, match_ru
     assert result.exit_code == 0, result.output
     assert re.search(expected, result.stderr, re.MULTILINE), result.stderr
     assert not re.search(expected, result.stdout), result.stdout  # stdout keeps only results
+    # each bar is named for its own work (build-curriculum's is not `encode`, the name of another command)
+    label = expected.lstrip("^").split(":")[0]
+    progress_lines = [line for line in result.stderr.splitlines() if re.match(r"[\w-]+: [\d,/]+ ", line)]
+    assert {line.split(":")[0] for line in progress_lines} <= {label, "plan", "annotate"}, progress_lines
+    assert all(a != b for a, b in zip(progress_lines, progress_lines[1:])), progress_lines  # no line twice
+
+
+def test_piped_output_keeps_each_line_whole_and_prints_it_once(match_run, tmp_path):
+    """Through a pipe (no terminal, no COLUMNS) rich would break lines at 80 columns: a result line with
+    a long path and a table row each stay one line, and no line is printed twice."""
+    deep = tmp_path / "a-folder-whose-name-alone-is-long-enough-to-pass-the-eighty-columns-of-a-pipe"
+    deep.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "WTF_PROGRESS_SECONDS": "0"}
+
+    def wtf(*args: str) -> tuple[list[str], list[str]]:
+        proc = subprocess.run([sys.executable, "-m", "wantofight.cli", *args], cwd=deep, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        for lines in (proc.stdout.splitlines(), proc.stderr.splitlines()):
+            assert all(a != b for a, b in zip(lines, lines[1:])), lines  # e.g. a last progress line twice
+        return proc.stdout.splitlines(), proc.stderr.splitlines()
+
+    out, _ = wtf("collect", "--policy", "idle", "--episodes", "1", "--max-frames", "20", "--out", str(deep / "run"))
+    assert out == [f"recorded 1 episode(s), 20 frames → {deep / 'run' / 'episodes'}"]
+    out, err = wtf("build-curriculum", str(match_run), "--out", str(deep / "ds"), "--clip-frames", "33",
+                   "--tiers", "full")
+    assert out[-1].startswith("wrote ") and out[-1].endswith(f"→ {deep / 'ds'}"), out
+    assert {line.split(":")[0] for line in err} == {"plan", "cut"}, err
+    note = "forty characters that no cell cuts short"  # three of them make a row of 150 columns
+    out, _ = wtf("query", str(deep / "ds"), f"SELECT clip_id, '{note}' AS a, '{note}' AS b, '{note}' AS c FROM clips "
+                 "ORDER BY clip_id LIMIT 3")
+    rows = [line for line in out if line.count(note) == 3]
+    assert len(rows) == 3 and all(re.search(r"[0-9a-f]{20}", line) for line in rows), out
 
 
 # ---------------------------------------------------------------------------------------------

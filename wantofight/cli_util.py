@@ -10,8 +10,19 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-console = Console()
-errors = Console(stderr=True)
+UNWRAPPED = 100_000
+"""Console width without a terminal: wide enough that rich never breaks a line (it would at 80 columns)."""
+
+
+def _console(stderr: bool = False) -> Console:
+    """Rich's console on a terminal; piped or written to a file, one that never wraps, so a long path or a
+    table row stays one line for grep, `| tee` and the next program."""
+    terminal = Console(stderr=stderr)
+    return terminal if terminal.is_terminal else Console(stderr=stderr, soft_wrap=True, width=UNWRAPPED)
+
+
+console = _console()
+errors = _console(stderr=True)
 
 # The import name of each optional dependency -> the extra of pyproject.toml that brings it.
 # torch comes with both [model] and [ppo]; the agents' own checks name [ppo].

@@ -29,6 +29,8 @@ class Progress:
         self.completed = self.first = completed  # a resumed run starts part-way
         self.bar = None
         self.lines = 0
+        self.shown = None
+        """The count and detail of the last line printed."""
 
     # ------------------------------------------------------------------------------------------
 
@@ -57,8 +59,8 @@ class Progress:
     def __exit__(self, kind, *exc) -> None:
         if self.bar is not None:
             self.bar.stop()
-        elif self.enabled and self.lines and kind is None:
-            self._line()
+        elif self.enabled and self.lines and kind is None and self._state() != self.shown:
+            self._line()  # the last state, unless the last line already showed it
 
     def update(self, completed: int | None = None, advance: int = 0, total: int | None = None, **fields) -> None:
         """Set or advance the count, the total and the detail fields; shows them (or prints a line when due)."""
@@ -72,13 +74,16 @@ class Progress:
             return
         if self.bar is not None:
             self.bar.update(self.task, completed=self.completed, total=self.total, text=self._text())
-        elif time.perf_counter() - self.last_line >= self.every:
-            self._line()
+        elif time.perf_counter() - self.last_line >= self.every and self._state() != self.shown:
+            self._line()  # a line that would repeat the last one says nothing new
 
     def advance(self, n: int = 1, **fields) -> None:
         self.update(advance=n, **fields)
 
     # ------------------------------------------------------------------------------------------
+
+    def _state(self) -> tuple:
+        return self.completed, self.total, self._text()
 
     def _text(self) -> str:
         detail = self.detail.format(**self.fields) if self.detail else ""
@@ -97,7 +102,7 @@ class Progress:
             rate = (self.completed - self.first) / max(now - self.started, 1e-9)
             parts.append(f"{_clock((self.total - self.completed) / rate)} left")
         self.console.print(" · ".join(parts), markup=False, highlight=False, soft_wrap=True)
-        self.last_line, self.lines = now, self.lines + 1
+        self.last_line, self.lines, self.shown = now, self.lines + 1, self._state()
 
 
 def _clock(seconds: float) -> str:
