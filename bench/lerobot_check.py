@@ -3,11 +3,11 @@
 LeRobot pins a torch older than ours, so it runs in an environment of its own; `bench/lerobot_check.sh`
 makes that environment and runs both halves of this script:
 
-    python bench/lerobot_check.py reference OUT_DIR       # our environment: record, export, write the truth
+    python bench/lerobot_check.py reference OUT_DIR [ROWS]   # our environment: record, export, write the truth
     LEROBOT_PYTHON bench/lerobot_check.py verify OUT_DIR  # LeRobot's environment: load and compare
 
-`reference` records a small run with the project's collector (two scripted-vs-random episodes at
-60 fps), builds a curriculum from it, exports the run at 60 and 30 fps and the curriculum, and writes
+`reference` records a small run with the project's collector (two scripted-vs-random episodes of
+ROWS rows, default 400, at 60 fps), builds a curriculum from it, exports the run at 60 and 30 fps and the curriculum, and writes
 `truth.json`: per export, the episode lengths and, per exported row, the SHA-1 of the frame our
 decoder reads from the *recording* (not from the export) at that row, and the action row computed
 from the recording's key masks. `verify` imports nothing of wantofight: it loads each export with
@@ -27,7 +27,7 @@ EXPORTS = {"run-60": {"src": "run", "fps": None}, "run-30": {"src": "run", "fps"
            "clips": {"src": "ds", "fps": None}}
 
 
-def reference(out: Path) -> None:
+def reference(out: Path, rows: int = 400) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -38,7 +38,7 @@ def reference(out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=False)
     run = out / "run"
-    collect(RunSettings(policy="scripted", p2_policy="random", episodes=2, max_frames=400, fps=60, seed=3), run,
+    collect(RunSettings(policy="scripted", p2_policy="random", episodes=2, max_frames=rows, fps=60, seed=3), run,
             workers=1, progress=False)
     build_curriculum([run], out / "ds", BuildOptions(clip_frames=33, val_fraction=0.5, seed=0), workers=1,
                      progress=False)
@@ -142,6 +142,9 @@ def _backend_works(name: str) -> bool:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("reference", "verify"):
-        raise SystemExit("usage: lerobot_check.py reference|verify OUT_DIR")
-    (reference if sys.argv[1] == "reference" else verify)(Path(sys.argv[2]))
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("reference", "verify"):
+        raise SystemExit("usage: lerobot_check.py reference OUT_DIR [ROWS] | verify OUT_DIR")
+    if sys.argv[1] == "reference":
+        reference(Path(sys.argv[2]), *map(int, sys.argv[3:]))
+    else:
+        verify(Path(sys.argv[2]))

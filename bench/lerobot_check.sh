@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check `wtf export --format lerobot` with LeRobot's own loader, in an environment of its own
 # (LeRobot 0.4.4 is what pip resolves on Python 3.11 and pins torch < 2.11; ours is 2.14.1).
-#   bash bench/lerobot_check.sh [WORK_DIR]
+#   bash bench/lerobot_check.sh [WORK_DIR [ROWS]]     (ROWS per recorded episode, default 400)
 # Makes the venv once (~7 GB: a CUDA build of torch 2.9.1 from PyPI), and FFmpeg's shared libraries
 # for torchcodec (Debian's ffmpeg), then records, exports and compares (bench/lerobot_check.py).
 set -euo pipefail
@@ -16,5 +16,5 @@ fi
 if ! ldconfig -p | grep -q libavcodec; then
     apt-get install -y -qq ffmpeg >/dev/null
 fi
-python bench/lerobot_check.py reference "$work"
-"$venv/bin/python" bench/lerobot_check.py verify "$work"
+python bench/lerobot_check.py reference "$work" ${2:-400}
+PYTHONWARNINGS=ignore "$venv/bin/python" bench/lerobot_check.py verify "$work"

@@ -363,11 +363,20 @@ def _write_video(source: SourceEpisode, rows: np.ndarray, path: Path, fps: int) 
                 for frame in reader.get_batch(rows[lo:lo + DECODE_ROWS].tolist()).asnumpy():
                     writer.write(frame)
             writer.close()
-        pixels = reader.get_batch(rows[sample].tolist()).asnumpy().astype(np.float64) / 255.0  # (n, H, W, 3)
+        pixels = reader.get_batch(rows[sample].tolist()).asnumpy()  # (n, H, W, 3) uint8
     os.replace(tmp, path)
-    flat = pixels.reshape(-1, 3)
-    return {"count": len(flat), "sum": flat.sum(0).tolist(), "sumsq": (flat ** 2).sum(0).tolist(),
-            "min": flat.min(0).tolist(), "max": flat.max(0).tolist(), "frames": len(sample)}
+    return _image_sums(pixels)
+
+
+def _image_sums(pixels: np.ndarray) -> dict:
+    """Per channel count, sum, sum of squares, min and max of uint8 pixels in [0, 1] units, from a
+    256-bin histogram per channel (exact, and far cheaper than float arithmetic over every pixel)."""
+    levels = np.arange(256, dtype=np.float64) / 255.0
+    hist = np.stack([np.bincount(pixels[..., c].ravel(), minlength=256) for c in range(3)])  # (3, 256)
+    present = [np.flatnonzero(h) for h in hist]
+    return {"count": int(hist[0].sum()), "sum": (hist @ levels).tolist(), "sumsq": (hist @ levels ** 2).tolist(),
+            "min": [levels[p[0]] for p in present], "max": [levels[p[-1]] for p in present],
+            "frames": len(pixels)}
 
 
 def _write_tasks(path: Path, tasks: list[str]) -> None:
