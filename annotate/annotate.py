@@ -149,6 +149,14 @@ def is_annotated(path: Path, episode: Episode | None = None) -> bool:
     return (path / ANNOTATIONS_FILE).is_file() and (path / EVENTS_FILE).is_file()
 
 
+def annotation_version(path: Path):
+    """The version recorded in an episode's annotation.json, or None when it has none (or it is unreadable)."""
+    try:
+        return json.loads((path / META_FILE).read_text()).get("annotation_version")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def annotate_path(path: Path, force: bool = False) -> dict:
     """Annotate one episode folder unless it already is; returns a small report (or the error)."""
     try:
@@ -167,8 +175,15 @@ def annotate_path(path: Path, force: bool = False) -> dict:
 def annotate_runs(run_dirs: list[Path], workers: int = 1, force: bool = False, progress: bool = True,
                   cluster=None, warn=None) -> list[dict]:
     """Annotate every episode of the runs, K episodes at a time (on a Ray `cluster`'s actors if given);
-    reports in episode order."""
+    reports in episode order. Annotations of another version are refused (OutputExists) before any
+    episode is touched, unless `force` (--overwrite) replaces them, each episode's set whole."""
     from wantofight.annotate.parallel import map_ordered
+    from wantofight.outputs import OutputExists
 
     paths = [p for run in run_dirs for p in episode_dirs(run)]
+    other = [p for p in paths if not force and annotation_version(p) not in (None, ANNOTATION_VERSION)]
+    if other:
+        raise OutputExists(other[0] / META_FILE, option="", what=f"annotations of version "
+                           f"{annotation_version(other[0])} (this wtf writes {ANNOTATION_VERSION}; "
+                           f"{len(other)} episode(s) like it)")
     return map_ordered(annotate_path, [(p, force) for p in paths], workers, "annotate", progress, cluster, warn)

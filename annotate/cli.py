@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import MAX_RETRIES_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
+from wantofight.cli_util import MAX_RETRIES_OPTION, OVERWRITE_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
 from wantofight.cluster import ClusterError
 
 
@@ -18,7 +18,9 @@ def annotate_command(
     ctx: typer.Context,
     run_dir: Path = typer.Argument(..., help="A recording run (the --out of `wtf collect`)."),
     workers: int = typer.Option(1, help=WORKERS_HELP),
-    force: bool = typer.Option(False, help="Annotate again even where annotations are up to date."),
+    force: bool = typer.Option(False, "--overwrite", "--force",
+                               help="Annotate again, replacing annotations that are up to date or of another "
+                                    "version (without it, another version's are refused)."),
     ray: Optional[str] = RAY_OPTION,
     max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show a progress bar."),
@@ -38,15 +40,15 @@ def annotate_command(
     except KeyboardInterrupt:
         stopped(f"the episodes annotated so far are kept in {run_dir}; run the same command again to annotate "
                 "the rest")
-    for report in reports:
-        if report["status"] == "skipped":
-            warn(f"skipped {report['reason']}")
-    done = sum(r["status"] != "skipped" for r in reports)
+    skipped = [r["reason"] for r in reports if r["status"] == "skipped"]
+    done = len(reports) - len(skipped)
+    if done == 0:  # one line naming each bad episode, not a warning for each and then an error
+        fail(f"no episode of {run_dir} could be annotated: {'; '.join(skipped) or 'it holds none'}")
+    for reason in skipped:
+        warn(f"skipped {reason}")
     missing = sorted({item["what"] for r in reports for item in r.get("not_computed", [])})
     note = f" (not computable for this game: {', '.join(missing)})" if missing else ""
     console.print(f"annotated {done} of {len(reports)} episode(s) in {run_dir}{note}")
-    if done == 0:
-        fail(f"no episode of {run_dir} could be annotated")
 
 
 def build_curriculum_command(
@@ -64,6 +66,7 @@ def build_curriculum_command(
     context: int = typer.Option(4, help="Neutral frames kept at most on each side of an action clip."),
     balance: bool = typer.Option(True, help="Same single-action count per (move, side)."),
     strict: bool = typer.Option(False, help="Fail on a bad episode instead of skipping it."),
+    overwrite: bool = OVERWRITE_OPTION,
     ray: Optional[str] = RAY_OPTION,
     max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show progress bars."),
@@ -82,11 +85,14 @@ def build_curriculum_command(
         )
         cluster = ray_cluster(ctx, ray, workers, max_retries)
         manifest = build_curriculum(run_dirs, out, options, workers=workers, progress=progress, warn=warn,
-                                    cluster=cluster)
+                                    cluster=cluster, overwrite=overwrite)
     except (BuildError, ClusterError, ValueError) as err:
         fail(str(err))
     except KeyboardInterrupt:
-        stopped(f"annotations and the clips of finished episodes are kept (in the runs and {out}/.parts-*); "
+        from wantofight.outputs import claim
+
+        parts = claim(out, overwrite, resume=True)  # where the build was writing
+        stopped(f"annotations and the clips of finished episodes are kept (in the runs and {parts}/.parts-*); "
                 "run the same command again to continue from them")
     if exclude is not None:  # also in manifest.json: dropped.excluded, dropped.exclude_ids_not_found
         n, missing = manifest["dropped"]["excluded"], manifest["dropped"]["exclude_ids_not_found"]

@@ -14,6 +14,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from wantofight import outputs
 from wantofight.annotate import clips as cl
 from wantofight.annotate.episode import EpisodeError, episode_dirs
 from wantofight.annotate.manifest import build_manifest, write_manifest
@@ -157,15 +158,29 @@ def read_exclude(path: str | None) -> dict[str, str]:
 
 
 def build_curriculum(run_dirs: list[Path], out: Path, options: BuildOptions, workers: int = 1,
-                     progress: bool = True, warn=None, cluster=None) -> dict:
+                     progress: bool = True, warn=None, cluster=None, overwrite: bool = False) -> dict:
     """Build DS_DIR from recording runs; returns the manifest. Raises BuildError on bad input. With a
     Ray `cluster`, episodes are planned and cut by its actors (DS_DIR and the runs on a folder every
-    node sees); the dataset is the same, byte for byte."""
+    node sees); the dataset is the same, byte for byte. An existing DS_DIR is refused, or with
+    `overwrite` replaced once the new one is complete; the part files of an interrupted build are
+    reused by the same command."""
     from wantofight.annotate.parallel import shared_workers
 
     warn = warn or (lambda message: None)
+    out = Path(out)
+    work = outputs.claim(out, overwrite, ours=leftover)
     with shared_workers(cluster, warn) as pool:  # on Ray: one set of actors plans and cuts
-        return _build(run_dirs, out, options, workers, progress, warn, pool)
+        manifest = _build(run_dirs, work, options, workers, progress, warn, pool)
+    outputs.swap_in(work, out)
+    return manifest
+
+
+def leftover(entry: Path) -> bool:
+    """What an interrupted build leaves in DS_DIR for the next one: its part files, and tier folders that
+    hold only temporary shards."""
+    if entry.name.startswith(".parts-"):
+        return True
+    return entry.is_dir() and entry.name in cl.TIERS and all(f.name.startswith(TMP_PREFIX) for f in entry.iterdir())
 
 
 def _build(run_dirs: list[Path], out: Path, options: BuildOptions, workers: int, progress: bool, warn, cluster) -> dict:
@@ -183,16 +198,14 @@ def _build(run_dirs: list[Path], out: Path, options: BuildOptions, workers: int,
         raise BuildError(f"no episodes in {', '.join(map(str, run_dirs))}")
     episodes: list[EpisodePlan] = map_ordered(plan_episode, jobs, workers, "plan", progress, cluster, warn)
 
-    good = []
-    for ep in episodes:
-        if ep.skipped:
-            if options.strict:
-                raise BuildError(f"bad episode (--strict): {ep.skipped}")
-            warn(f"skipping episode: {ep.skipped}")
-        else:
-            good.append(ep)
-    if not good:
-        raise BuildError("every episode was skipped: " + "; ".join(e.skipped for e in episodes))
+    good = [ep for ep in episodes if not ep.skipped]
+    bad = [ep.skipped for ep in episodes if ep.skipped]
+    if bad and options.strict:
+        raise BuildError(f"bad episode (--strict): {bad[0]}")
+    if not good:  # one line naming each bad file, not a warning for each and then the same as an error
+        raise BuildError("every episode was skipped: " + "; ".join(bad))
+    for reason in bad:
+        warn(f"skipping episode: {reason}")
     duplicates = len(good) - len({ep.uid for ep in good})
     if duplicates:
         raise BuildError(f"{duplicates} episode(s) appear twice among the inputs (same recording given twice?)")

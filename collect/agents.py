@@ -191,18 +191,24 @@ def save_model(model, path: Path, config: TrainConfig) -> Path:
 
 
 def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] = frozenset(),
-          progress: bool = True, time_limit_s: float | None = None) -> TrainResult:
+          progress: bool = True, time_limit_s: float | None = None, overwrite: bool = False) -> TrainResult:
     """Train (or continue) a PPO fighter into `out`; raises AgentError on bad input.
 
     `time_limit_s` stops early (after the current step) and still writes `final.zip`; the run can be
     continued with `resume=True`. Ctrl-C stops after the current step too, writes
-    `checkpoints/step_N.zip` and raises KeyboardInterrupt; a second Ctrl-C stops at once.
+    `checkpoints/step_N.zip` and raises KeyboardInterrupt; a second Ctrl-C stops at once. With
+    `overwrite` an existing `out` is replaced once the new run has written final.zip (until then the
+    run lives in `.OUT.partial`, which `resume=True, overwrite=True` continues).
     """
     require_sb3()
     import torch
     from stable_baselines3 import PPO
 
+    from wantofight import outputs
+
     validate_train(config)
+    final_out = Path(out)
+    out = outputs.claim(final_out, overwrite, resume=resume, resumable=(final_out / TRAIN_FILE).exists())
     config = prepare_run(out, config, resume, given)
     torch.set_num_threads(1)  # the envs own the other cores; a small MLP gains nothing from threads
     start = newest_save(out) if resume else None
@@ -244,6 +250,8 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
     venv.close()
     if stop.requested:
         raise KeyboardInterrupt
+    outputs.swap_in(out, final_out)
+    final = final_out / final.name
     steps = model.num_timesteps - done_steps
     return TrainResult(final, model.num_timesteps, seconds, steps / max(seconds, 1e-9), callback.matches,
                        callback.win_rate())

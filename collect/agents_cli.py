@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, typed_options
+from wantofight.cli_util import OVERWRITE_OPTION, console, fail, stopped, typed_options
 
 app = typer.Typer(help="Train and evaluate learned (PPO) fighters.", no_args_is_help=True)
 
@@ -30,6 +30,7 @@ def train_command(
     resume: bool = typer.Option(False, help="Continue OUT from its newest save (checkpoint or final.zip) up to --steps."),
     minutes: float = typer.Option(0, help="Stop after this many minutes of training (0: no limit); final.zip is "
                                             "still written and --resume continues."),
+    overwrite: bool = OVERWRITE_OPTION,
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Train a PPO fighter (stable-baselines3) against a policy or against itself."""
@@ -41,11 +42,14 @@ def train_command(
                              checkpoint_every=checkpoint_every, frame_skip=frame_skip, n_steps=n_steps,
                              batch_size=batch_size)
         result = train(config, out, resume=resume, given=given, progress=progress,
-                       time_limit_s=minutes * 60 if minutes > 0 else None)
+                       time_limit_s=minutes * 60 if minutes > 0 else None, overwrite=overwrite)
     except AgentError as err:
         fail(str(err))
     except KeyboardInterrupt:
-        stopped(f"the newest save in {out} holds the training so far; add --resume to continue from it")
+        from wantofight.outputs import claim
+
+        stopped(f"the newest save in {claim(out, overwrite, resume=True)} holds the training so far; add --resume "
+                "to continue from it")
     win = "–" if result.win_rate is None else f"{result.win_rate:.0%}"
     console.print(f"trained to {result.steps:,} steps ({result.steps_per_second:,.0f} steps/s, {result.matches} "
                   f"matches, recent win rate {win}) → {result.final}")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import MAX_RETRIES_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
+from wantofight.cli_util import MAX_RETRIES_OPTION, OVERWRITE_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
 from wantofight.cluster import ClusterError
 
 
@@ -42,6 +42,7 @@ def encode_command(
     exclude: Optional[Path] = typer.Option(None, help="Curators' exclude file (docs/curriculum.md)."),
     skip_corrupt: bool = typer.Option(False, help="Skip and count corrupt clips instead of failing."),
     shard_size_mb: float = typer.Option(256.0, help="Approximate shard size in MB."),
+    overwrite: bool = OVERWRITE_OPTION,
     ray: Optional[str] = RAY_OPTION,
     max_retries: int = MAX_RETRIES_OPTION,
     progress: bool = typer.Option(True, help="Show a progress bar."),
@@ -59,14 +60,17 @@ def encode_command(
                                   tiers=tiers, batch_size=batch_size, workers=workers, device=device,
                                   exclude=exclude, skip_corrupt=skip_corrupt, shard_size_mb=shard_size_mb,
                                   clip_model=clip_model, resize=resize, progress=progress, warn=warn,
-                                  cluster=cluster)
+                                  cluster=cluster, overwrite=overwrite)
     except (ValueError, FileNotFoundError, DatasetError, OSError, ClusterError) as err:
         fail(str(err))
     except KeyboardInterrupt:
+        from wantofight.outputs import claim
+
+        work = claim(out, overwrite, resume=True)  # where the cache was being written (--overwrite: beside --out)
         if cluster is not None:
-            stopped(f"the windows encoded so far are kept in {out}/.parts-* (the cache itself is written whole, "
+            stopped(f"the windows encoded so far are kept in {work}/.parts-* (the cache itself is written whole, "
                     "manifest.json last); run the same command again to continue from them")
-        stopped(f"nothing was kept in {out} (a latent cache is written whole, manifest.json last); "
+        stopped(f"nothing was kept in {work} (a latent cache is written whole, manifest.json last); "
                 "run the same command again")
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     console.print(f"encoded {sum(sum(c.values()) for c in manifest['counts'].values())} windows of {frames} frames "

@@ -246,11 +246,16 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
                    size: tuple[int, int] = (384, 512), ref_size: int = 224, tiers=None, batch_size: int = 1,
                    workers: int = 0, device: str = "cpu", exclude=None, skip_corrupt: bool = False,
                    shard_size_mb: float = 256.0, clip_model: str = "ViT-H-14", resize: str = "stretch",
-                   progress: bool = True, warn=None, cluster=None) -> dict:
+                   progress: bool = True, warn=None, cluster=None, overwrite: bool = False) -> dict:
     """Encode every window of DS_DIR's clips (both splits) into LATENT_DIR; returns the manifest. With
     a Ray `cluster`, units are encoded by its actors (one VAE each, on a CPU or, with `device` cuda or
     auto on a cluster with GPUs, on a GPU each) into part files that a rerun reuses; on CPUs the cache
-    is the same, byte for byte, as the local run's."""
+    is the same, byte for byte, as the local run's. An existing LATENT_DIR is refused, or with
+    `overwrite` replaced once the new cache is complete."""
+    from wantofight import outputs
+
+    final = Path(out)
+    out = outputs.claim(final, overwrite, ours=lambda entry: entry.name.startswith(".parts-"))
     if size[0] % 8 or size[1] % 8:
         raise ValueError(f"size {size[0]}x{size[1]} must be a multiple of 8 (the VAE downsamples 8x)")
     if batch_size < 1:
@@ -264,7 +269,6 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     vae_model, vae_info = load_vae(vae, here)
     clip_model_, clip_info = load_clip(clip, clip_model, here) if clip else (None, None)
     units = plan_units(datasets, batch_size)
-    out = Path(out)
     parts_dir = out / f".parts-{encode_digest(vae_info, clip_info, dataset_args, batch_size, ds_dir)}"
     pool = None
     if cluster is not None:  # Ray Data's actors, one VAE each; see wantofight.cluster_data
@@ -273,8 +277,10 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
         pool = DataPool(cluster, setup=open_encoders, setup_args=(dataset_args, (vae, clip, clip_model), device),
                         attempts_dir=parts_dir / ".attempts", warn=warn, gpus=1 if device == "cuda" else 0)
         pool.actors(len(missing_parts(units, parts_dir)))  # joins the cluster; no GPU there is an error now
-    return _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args, batch_size,
-                   shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
+    manifest = _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args,
+                       batch_size, shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
+    outputs.swap_in(out, final)
+    return manifest
 
 
 def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_args, batch_size, shard_size_mb,

@@ -11,6 +11,7 @@ import torch
 
 from train_helpers import (KEYED_SETS, FixedBatch, FixedDraws, KeyedBlobDataset, SyntheticLatentDataset, keyed_losses,
                            losses, synthetic_datasets, tiny_config)
+from wantofight.outputs import OutputExists
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, resolve_config
 from wantofight.train.data import DataError
@@ -195,7 +196,7 @@ def test_resume_without_a_checkpoint_and_a_reused_run_dir_fail_clearly(tmp_path)
     with pytest.raises(TrainError, match="no complete checkpoint"):
         Stage1Trainer(config, None, tmp_path / "run", resume=True, datasets=synthetic_datasets(), progress=False)
     Stage1Trainer(config, None, tmp_path / "run", datasets=synthetic_datasets(), progress=False).fit()
-    with pytest.raises(TrainError, match="already holds checkpoints.*--resume"):
+    with pytest.raises(OutputExists, match="--resume to continue it, or --overwrite"):
         Stage1Trainer(config, None, tmp_path / "run", datasets=synthetic_datasets(), progress=False)
     with pytest.raises(ConfigError, match="trained with preset 'tiny', not 'wan-1.3b'"):
         train("stage1", preset="wan-1.3b", data=None, out=tmp_path / "run", resume=True,

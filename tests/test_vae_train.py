@@ -159,7 +159,7 @@ def test_bad_input_fails_in_one_line_and_writes_nothing(ds_dir, vae_dir, tmp_pat
         assert not out.exists() and not staging_dir(out).exists()
     before = sorted(p.name for p in vae_dir.iterdir())
     result = runner.invoke(app, ["train", "vae", "--data", str(ds_dir), "--out", str(vae_dir), *FAST])
-    assert result.exit_code == 2 and "already exists and is not empty" in result.output
+    assert result.exit_code == 2 and "already exists" in result.output and "--overwrite" in result.output
     assert len([line for line in result.output.splitlines() if line.strip()]) == 1
     assert sorted(p.name for p in vae_dir.iterdir()) == before and not staging_dir(vae_dir).exists()
 

@@ -27,7 +27,6 @@ import copy
 import hashlib
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -36,6 +35,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from wantofight import outputs
+from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its checkpoints there until complete
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, TrainConfig, parse_set
 from wantofight.train.trainer import StepStats, Trainer, TrainError
@@ -268,13 +269,13 @@ def fighter_mask(frames: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2,
-            stage: torch.Tensor | None = None) -> dict:
+            stage: torch.Tensor | None = None, done=None) -> dict:
     """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
     {"psnr": dB over 8-bit RGB, "windows", "latent_rms": RMS of the normalised latents}, and with a
     `stage` picture (`stage_picture`) "fighters_psnr": dB over the pixels that differ from it only. The
     stage is most of every frame, so PSNR alone can be high with no fighter drawn (docs/model.md).
     "last_psnr": dB over each window's last 4 frames (its last latent frame), where a VAE trained on
-    windows shorter than these has drifted (docs/model.md)."""
+    windows shorter than these has drifted (docs/model.md). `done(n)` hears each batch of n windows."""
     from wantofight.datasets.loader import frames_to_model
 
     indices = eval_indices(len(dataset), count)
@@ -297,6 +298,8 @@ def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2
             fg_values += int(mask.sum().item()) * 3
         z_sq += z.float().square().sum().item()
         z_n += z.numel()
+        if done is not None:
+            done(len(items))
     result = {"psnr": db(squared, pixels), "last_psnr": db(last_squared, last_values), "windows": len(indices),
               "latent_rms": math.sqrt(z_sq / max(1, z_n))}
     if stage is not None:
@@ -306,8 +309,9 @@ def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2
 
 @torch.no_grad()
 def latent_statistics(autoencoder: nn.Module, dataset, count: int, size: tuple[int, int],
-                      batch_size: int = 2) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of the posterior mode over `count` windows (Wan's latents_mean / _std)."""
+                      batch_size: int = 2, done=None) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of the posterior mode over `count` windows (Wan's latents_mean / _std);
+    `done(n)` hears each batch of n windows."""
     from wantofight.datasets.loader import frames_to_model
 
     total = total_sq = None
@@ -321,6 +325,8 @@ def latent_statistics(autoencoder: nn.Module, dataset, count: int, size: tuple[i
         total = z.sum(1) if total is None else total + z.sum(1)
         total_sq = z.square().sum(1) if total_sq is None else total_sq + z.square().sum(1)
         n += z.shape[1]
+        if done is not None:
+            done(len(items))
     mean = total / n
     std = (total_sq / n - mean.square()).clamp_min(1e-12).sqrt()
     return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
@@ -330,19 +336,15 @@ def latent_statistics(autoencoder: nn.Module, dataset, count: int, size: tuple[i
 # The trainer
 # ---------------------------------------------------------------------------------------------
 
-def staging_dir(out: Path) -> Path:
-    """Where a run into VAE_DIR keeps its checkpoints until it is complete: `.VAE_DIR.partial/`."""
-    return out.parent / f".{out.name}.partial"
-
-
 class VAETrainer(Trainer):
     """The skeleton with `Reconstruction(AutoencoderKLWan)` as its network (module docstring)."""
 
     stage = "vae"
 
     def __init__(self, config: TrainConfig, data, out, *, settings: VAETrainConfig | None = None,
-                 resume: bool = False, **kwargs):
+                 resume: bool = False, overwrite: bool = False, **kwargs):
         self.out = Path(out)
+        self.overwrite = overwrite
         run_dir = staging_dir(self.out)
         saved = None
         if resume and ckpt.latest_checkpoint(run_dir) is not None:
@@ -359,6 +361,9 @@ class VAETrainer(Trainer):
         self.started = time.perf_counter()
         self._micro = 0
         super().__init__(config, data, run_dir, resume=resume, **kwargs)
+
+    def claim_run_dir(self, out: Path, resume: bool, overwrite: bool) -> Path:
+        return out  # the staging folder already: train_vae checked it and the VAE folder
 
     # ---- the network ----
     def build_model(self, init_from) -> nn.Module:
@@ -547,23 +552,31 @@ class VAETrainer(Trainer):
         dist_utils.barrier(self.dist)
         return report
 
+    def last_line(self, result: dict) -> None:
+        return None  # export() names the VAE folder once it is in place, not the staging run
+
     def export(self) -> dict:
         """Latent statistics into the config, the diffusers folder and report.json, renamed into place."""
-        if self.out.exists() and any(self.out.iterdir()):
+        if not self.overwrite and outputs.holds_other(self.out):
             raise TrainError(f"--out {self.out} appeared during training and is not empty; the trained run is kept "
                              f"in {self.run_dir} (move {self.out} away and run again with --resume)")
         if self.ema is not None:
             self.ema.copy_to(self._trainable())
         ae = copy.deepcopy(self.model.autoencoder).float().eval().requires_grad_(False)
         train, (split, held) = self.datasets["train"], self.eval_split()
-        mean, std = latent_statistics(ae, train, self.settings.stats_windows, self.size)
-        ae.register_to_config(latents_mean=mean, latents_std=std)
+        from wantofight.progress import Progress
         from wantofight_model.vae import WanVAE
 
-        vae = WanVAE(ae)
-        psnr = {"train": measure(vae, train, self.settings.eval_windows, self.size, stage=self.stage_image())}
-        if split == "val":
-            psnr["val"] = measure(vae, held, self.settings.eval_windows, self.size, stage=self.stage_image())
+        measured = {"train": train, **({"val": held} if split == "val" else {})}
+        total = len(eval_indices(len(train), self.settings.stats_windows)) + sum(
+            len(eval_indices(len(ds), self.settings.eval_windows)) for ds in measured.values())
+        # after the last step: latent statistics, then PSNR per split (minutes on CPU, silent before)
+        with Progress("measure", total, "windows", enabled=self.show_progress) as bar:
+            mean, std = latent_statistics(ae, train, self.settings.stats_windows, self.size, done=bar.advance)
+            ae.register_to_config(latents_mean=mean, latents_std=std)
+            vae = WanVAE(ae)
+            psnr = {name: measure(vae, ds, self.settings.eval_windows, self.size, stage=self.stage_image(),
+                                  done=bar.advance) for name, ds in measured.items()}
         staged = self.run_dir / "vae"
         shutil.rmtree(staged, ignore_errors=True)
         ae.save_pretrained(staged, safe_serialization=True)
@@ -571,11 +584,9 @@ class VAETrainer(Trainer):
         (staged / "report.json").write_text(json.dumps(report, indent=1) + "\n")
         if (self.run_dir / "metrics.jsonl").exists():
             shutil.copy2(self.run_dir / "metrics.jsonl", staged / "metrics.jsonl")
-        if self.out.exists():
-            self.out.rmdir()  # empty (checked above)
-        os.replace(staged, self.out)
+        outputs.swap_in(staged, self.out)
         shutil.rmtree(self.run_dir, ignore_errors=True)
-        self.log(f"wrote {self.out}: PSNR " + ", ".join(f"{k} {v['psnr']:.2f} dB" for k, v in psnr.items()) +
+        print(f"wrote {self.out}: PSNR " + ", ".join(f"{k} {v['psnr']:.2f} dB" for k, v in psnr.items()) +
                  f" ({report['parameters']['total']:,} parameters, {report['train_seconds']:.0f} s of training)")
         return report
 
@@ -627,14 +638,14 @@ class VAETrainer(Trainer):
 
 def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 128), max_steps: int | None = None,
               sets=(), config_file: str | Path | None = None, resume: bool = False, device: str | None = None,
-              progress: bool = True, datasets=None) -> dict:
-    """Train a game VAE on a curriculum DS_DIR and write VAE_DIR (module docstring); returns the report."""
+              progress: bool = True, datasets=None, overwrite: bool = False) -> dict:
+    """Train a game VAE on a curriculum DS_DIR and write VAE_DIR (module docstring); returns the report.
+    An existing VAE_DIR is refused, or with `overwrite` replaced once the new one is complete."""
     from wantofight.train.config import resolve_config
 
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise TrainError(f"--out {out} already exists and is not empty; choose a new folder (a VAE folder is "
-                         "written whole, never over another)")
+    if not overwrite and outputs.holds_other(out):
+        raise outputs.OutputExists(out)
     if data is not None and not Path(data).is_dir():
         raise FileNotFoundError(f"--data {data} does not exist or is not a folder")
     run_dir = staging_dir(out)
@@ -655,7 +666,7 @@ def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 1
     if config.stage != "vae":
         raise ConfigError(f"stage={config.stage!r}: this is the VAE trainer")
     trainer = VAETrainer(config, data, out, settings=settings, resume=resume, device=device, progress=progress,
-                         datasets=datasets)
+                         datasets=datasets, overwrite=overwrite)
     return trainer.fit()
 
 

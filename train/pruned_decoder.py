@@ -43,6 +43,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from wantofight.progress import Progress
+
 FORMAT = "wantofight-pruned-decoder/1"
 
 
@@ -307,13 +309,18 @@ class _Windows:
 
 
 def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: DecoderTrainConfig | None = None,
-                  preset: str = "tiny", log=print, size: tuple[int, int] | None = None) -> DecoderReport:
+                  preset: str = "tiny", log=print, size: tuple[int, int] | None = None,
+                  overwrite: bool = False) -> DecoderReport:
     """Prune the decoder of `vae_name`, fine-tune it on `data`, save it to `out` and report. Clips are
-    resized to `size` (default: the preset's), e.g. the size a `wtf train vae` VAE was trained at."""
+    resized to `size` (default: the preset's), e.g. the size a `wtf train vae` VAE was trained at. An
+    existing `out` is refused, or with `overwrite` replaced once the new decoder is saved."""
     from dataclasses import replace
+
+    from wantofight import outputs
 
     config = config or DecoderTrainConfig()
     out = Path(out)
+    work = outputs.claim(out, overwrite)
     torch.manual_seed(config.seed)
     vae, model_config = open_vae(vae_name, preset)
     if size is not None:
@@ -345,21 +352,21 @@ def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: Deco
     optimizer = torch.optim.AdamW(pruned.parameters(), lr=config.lr, weight_decay=0.0)
     order = torch.Generator().manual_seed(config.seed)
     losses = []
-    for step in range(config.steps):
-        idx = torch.randint(len(train), (config.batch_size,), generator=order).tolist()
-        latents, frames = train.get(idx, step)
-        with torch.no_grad():
-            target = vae.decode(latents)
-        pred = pruned_vae.autoencoder.decode(pruned_vae.denormalize(latents)).sample  # with gradients
-        loss = (pred - target).pow(2).mean()
-        if frames is not None and config.gt_weight > 0:
-            loss = loss + config.gt_weight * (pred - frames).pow(2).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if (step + 1) % max(1, config.steps // 10) == 0:
-            log(f"step {step + 1}/{config.steps}  loss {loss.item():.5f}")
+    with Progress("decoder", config.steps, "steps", "loss {loss:.4f}", eta=True, loss=float("nan")) as bar:
+        for step in range(config.steps):
+            idx = torch.randint(len(train), (config.batch_size,), generator=order).tolist()
+            latents, frames = train.get(idx, step)
+            with torch.no_grad():
+                target = vae.decode(latents)
+            pred = pruned_vae.autoencoder.decode(pruned_vae.denormalize(latents)).sample  # with gradients
+            loss = (pred - target).pow(2).mean()
+            if frames is not None and config.gt_weight > 0:
+                loss = loss + config.gt_weight * (pred - frames).pow(2).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.advance(loss=losses[-1])
     pruned.eval().requires_grad_(False)
 
     with torch.no_grad():
@@ -372,11 +379,14 @@ def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: Deco
     if eval_frames is not None:
         report.psnr_full_vs_frames = psnr(full_frames, eval_frames)
         report.psnr_pruned_vs_frames = psnr(pruned_frames, eval_frames)
-    save_pruned_decoder(out, pruned, kept, str(vae_name), config.keep_ratio)
-    (out / "report.json").write_text(json.dumps({**asdict(report), "config": asdict(config),
-                                                 "data": str(data), "source": train.source}, indent=1))
+    save_pruned_decoder(work, pruned, kept, str(vae_name), config.keep_ratio)
+    (work / "report.json").write_text(json.dumps({**asdict(report), "config": asdict(config),
+                                                  "data": str(data), "source": train.source}, indent=1))
+    outputs.swap_in(work, out)
     for line in report.lines():
         log(line)
+    log(f"wrote {out}: {report.pruned_parameters:,} of {report.full_parameters:,} decoder parameters kept, PSNR vs "
+        f"the full decoder {report.psnr_after_finetune:.2f} dB after {len(report.losses)} steps")
     return report
 
 

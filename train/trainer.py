@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from wantofight import outputs
 from wantofight.datasets.loader import frames_to_model
 from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
@@ -42,6 +43,16 @@ KEY_LAYOUT_VERSION = 1  # docs/contracts.md; datasets record the version they us
 
 class TrainError(RuntimeError):
     """A run that cannot start or continue; the message says what to change."""
+
+
+def fit_summary(result: dict) -> str:
+    """`step 4000, loss 0.412, val loss 0.410 (keys released 0.450)`: the figures `Trainer.fit` returns."""
+    parts = [f"step {result['step']:,}"] + [f"loss {result['loss']:.3f}"] * ("loss" in result)
+    if "val_loss" in result:
+        released = result.get("val_loss_released")
+        parts.append(f"val loss {result['val_loss']:.3f}"
+                     + (f" (keys released {released:.3f})" if released is not None else ""))
+    return ", ".join(parts)
 
 
 OOM_HINT = ("out of memory: lower data.batch_size (raise optim.grad_accum to keep the global batch), "
@@ -103,9 +114,10 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, data: str | Path | None, run_dir: str | Path, *, resume: bool = False,
                  init_from: str | Path | None = None, device: str | None = None, progress: bool = True,
-                 datasets: dict[str, Any] | None = None):
+                 datasets: dict[str, Any] | None = None, overwrite: bool = False):
         self.config = config
-        self.run_dir = Path(run_dir)
+        self.output = Path(run_dir)
+        self.run_dir = self.claim_run_dir(self.output, resume, overwrite)
         self.data_path = Path(data) if data is not None else None
         self.show_progress = progress
         self.dist = dist_utils.setup(device)
@@ -140,6 +152,7 @@ class Trainer:
             self.sampler.load_state_dict(ckpt.read_torch(resume_from, "trainer.pt")["sampler"])
         self.loader = self.build_loader(self.datasets["train"], self.sampler)
         self._iter: Iterator | None = None
+        dist_utils.barrier(self.dist)  # every rank has claimed the run folder before any rank writes into it
         if self.dist.is_main:  # only now: a run that fails to start (bad --data, …) leaves no empty --out
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics = MetricsWriter(self.run_dir, enabled=self.dist.is_main,
@@ -148,6 +161,11 @@ class Trainer:
     # ------------------------------------------------------------------------------------------
     # Setup
     # ------------------------------------------------------------------------------------------
+
+    def claim_run_dir(self, out: Path, resume: bool, overwrite: bool) -> Path:
+        """The folder checkpoints go to: `out`, or with --overwrite a staging folder beside it that
+        replaces `out` once the run is complete (wantofight/outputs.py)."""
+        return outputs.claim(out, overwrite, resume=resume, resumable=ckpt.latest_checkpoint(out) is not None)
 
     def _check_run_dir(self, resume: bool) -> Path | None:
         found = ckpt.latest_checkpoint(self.run_dir)
@@ -454,6 +472,8 @@ class Trainer:
         self.log(f"[bold]{self.stage}[/] preset={c.preset} source={self.source} parallel={self.parallel} "
                  f"world={self.dist.world_size} device={self.device} bf16={self.bf16}\n{format_config(c)}")
         self._stop = False
+        self.latest: dict = {}
+        """The last step's metrics, validation's included (the run's last line quotes them)."""
         previous = self._install_signal_handlers()
         last_saved = self.step_count
         stopping = False
@@ -477,7 +497,21 @@ class Trainer:
         if self._stop or stopping:
             self.log(f"stopped at step {self.step_count}; checkpoint written: continue with --resume")
             raise KeyboardInterrupt
-        return {"step": self.step_count, "run_dir": str(self.run_dir)}
+        if self.run_dir != self.output:  # an --overwrite run, complete: it replaces the old one now
+            if self.dist.is_main:
+                outputs.swap_in(self.run_dir, self.output)
+            dist_utils.barrier(self.dist)
+            self.run_dir = self.output
+        result = {"step": self.step_count, "run_dir": str(self.run_dir),
+                  **{k: self.latest[k] for k in ("loss", "val_loss", "val_loss_released") if k in self.latest}}
+        line = self.last_line(result)
+        if line and self.dist.is_main:
+            print(line, flush=True)  # stdout, as every command's result line
+        return result
+
+    def last_line(self, result: dict) -> str | None:
+        """The command's last line: what the run wrote, where, and how far it got."""
+        return f"wrote {result['run_dir']}: {fit_summary(result)}"
 
     def request_stop(self, signum=None, frame=None) -> None:
         """Finish the current step, save and stop; a second request interrupts at once."""
@@ -518,6 +552,7 @@ class Trainer:
                   "compute_s": stats.compute_s,
                   "tiers": counts, **extra}
         self.metrics.write(record)
+        self.latest.update(record)
         if progress is not None and self.step_count % self.config.log_every == 0:
             progress.update(completed=self.step_count,
                             stats=f"loss {stats.loss:.4f}  {record['it_per_s']:.2f} it/s  "

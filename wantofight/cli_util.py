@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from wantofight.outputs import OutputExists
+
 UNWRAPPED = 100_000
 """Console width without a terminal: wide enough that rich never breaks a line (it would at 80 columns)."""
 
@@ -38,6 +40,10 @@ RAY_OPTION = typer.Option(
     help="Run on a Ray cluster: HOST:PORT of its head, auto (the one this machine joined), or local; outputs go "
          "where every node sees them (docs/scaling.md).")
 MAX_RETRIES_OPTION = typer.Option(3, help="With --ray: times a unit is run again after its worker died.")
+OVERWRITE_OPTION = typer.Option(
+    False, "--overwrite",
+    help="Replace an existing --out: the new one is built beside it and swapped in only once complete, so a "
+         "stopped run leaves the old one as it was.")
 DEVICE_HELP = "cpu, cuda, cuda:N, or auto (cuda when this machine has a GPU, else cpu)."
 DEVICE_OPTION = typer.Option("auto", "--device", help=DEVICE_HELP)
 MAX_STEPS_OPTION = typer.Option(None, "--max-steps", hidden=True, help="The old name of --steps, kept for a release.")
@@ -109,6 +115,8 @@ class Group(TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             stopped("interrupted")
+        except OutputExists as err:  # raised by the library calls of every command that writes a folder
+            fail(str(err))
         except ModuleNotFoundError as err:
             top = (err.name or "").split(".")[0]
             if top not in EXTRAS:
