@@ -110,16 +110,14 @@ def load_episode(path: Path, check_video: bool = True) -> Episode:
 
 
 def video_frame_count(video: Path) -> int:
-    """Frames in an MP4 from its index (a truncated file has no index and fails here)."""
-    import av
+    """Frames in an MP4 from its index (collect/episode_files.py), a bad file as EpisodeError."""
+    from wantofight.collect.episode_files import VideoError
+    from wantofight.collect.episode_files import video_frame_count as count
 
-    if not video.is_file():
-        raise EpisodeError(f"{video.parent}: missing video.mp4")
     try:
-        with av.open(str(video)) as container:
-            return int(container.streams.video[0].frames)
-    except (av.error.FFmpegError, IndexError) as err:
-        raise EpisodeError(f"{video.parent}: unreadable video.mp4 ({err})") from None
+        return count(video)
+    except VideoError as err:
+        raise EpisodeError(str(err)) from None
 
 
 def episode_dirs(run_dir: Path) -> list[Path]:

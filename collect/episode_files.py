@@ -63,6 +63,24 @@ class VideoWriter:
         self.container.close()
 
 
+class VideoError(ValueError):
+    """A video.mp4 that is missing, empty, truncated or not a video; the message names its episode."""
+
+
+def video_frame_count(video: Path) -> int:
+    """Frames in an MP4 from its index: the one check every reader of a recording makes before decoding
+    (a truncated or empty file has no index and fails here, in one line, not in the decoder)."""
+    import av
+
+    if not video.is_file():
+        raise VideoError(f"{video.parent}: missing video.mp4")
+    try:
+        with av.open(str(video)) as container:
+            return int(container.streams.video[0].frames)
+    except (av.error.FFmpegError, IndexError) as err:
+        raise VideoError(f"{video.parent}: unreadable video.mp4 ({err})") from None
+
+
 @contextmanager
 def open_video(source: Path | bytes, num_threads: int = 0) -> Iterator:
     """`with open_video(src) as reader:` a decord VideoReader on an MP4 file or MP4 bytes, freed when

@@ -86,6 +86,10 @@ def verify_episode(episode_dir: Path) -> ReplayReport:
     meta, game, movie, env = open_episode(episode_dir)
     try:
         rows = files.read_frames_table(episode_dir / "frames.parquet").to_pydict()
+        try:
+            files.video_frame_count(episode_dir / "video.mp4")  # an unreadable file in one line, before decoding
+        except files.VideoError as err:
+            raise ReplayError(str(err)) from None
         frames = files.read_video(episode_dir / "video.mp4")
         count = meta["frame_count"]
         for name, length in (("frames.parquet", len(rows["frame_index"])), ("video.mp4", len(frames))):
