@@ -88,9 +88,17 @@ def test_the_loss_weights_the_fighter_cells(tmp_path, trainer_class, stage):
     x = trainer.flow.add_noise(z, noise, sigmas[:, None, :, None, None])
     with torch.no_grad():
         v = trainer.wrapped(x, trainer.flow.timestep(sigmas), batch["keys"], batch["ref_tokens"], trainer.attention)
-    squared = (v.float() - trainer.flow.velocity_target(z, noise)).pow(2)[:, :, 1:]
-    plain = float(squared.mean())
-    fighters = float((squared * errors[4.0][:, :, 1:]).mean())
+    squared = (v.float() - trainer.flow.velocity_target(z, noise)).pow(2)
+    targets = torch.ones(z.shape[0], z.shape[2], dtype=torch.bool)
+    targets[:, 0] = False  # the context frame carries no loss; in stage 2 neither do the context chunks
+    targets = getattr(trainer, "last_targets", targets)[:, None, :, None, None]
+
+    def mean_over_targets(values):  # per sample over its target frames, then over the batch
+        cells = targets.sum(dim=(1, 2, 3, 4)) * values[0, :, 0].numel()  # (B,) target frames x C h w
+        return float(((values * targets).sum(dim=(1, 2, 3, 4)) / cells).mean())
+
+    plain = mean_over_targets(squared)
+    fighters = mean_over_targets(squared * errors[4.0])
     assert losses[0.0] == pytest.approx(plain, rel=1e-4)
     assert losses[4.0] == pytest.approx(plain + 4.0 * fighters, rel=1e-4)
     assert losses[4.0] > losses[0.0] * 1.05

@@ -42,6 +42,67 @@ def test_each_chunk_gets_its_own_timestep_and_the_model_is_told(tmp_path, stage1
     assert torch.equal(timesteps, trainer.flow.timestep(trainer.last_sigmas))
 
 
+def test_context_chunks_are_low_noise_and_others_keep_diffusion_forcing(tmp_path, stage1_run):
+    """`context.chunk_share` of the chunks 1 .. n-1 are drawn at sigma ~ U(0, chunk_sigma_max) and are no
+    target; the last chunk and the others keep sigma = shift(u), exactly the draws of chunk_share=0.
+    Red if the share is ignored (no context chunk is drawn)."""
+    z = torch.zeros(2, 16, 21, 8, 8)  # chunk 0 + 10 chunks
+    draws = {}
+    for share in (0.5, 0.0):
+        config = stage_config("stage2", "max_steps=1", f"context.chunk_share={share}", "context.chunk_sigma_max=0.1")
+        trainer = Stage2Trainer(config, None, tmp_path / str(share), init_from=stage1_run,
+                                datasets=synthetic_datasets(), progress=False)
+        draws[share] = [(trainer.draw(z, step, 0)[1], trainer.last_targets) for step in range(20)]
+    chunk_frames = [[2 * c - 1, 2 * c] for c in range(1, 11)]
+    picked = kept = 0
+    for (sigmas, targets), (plain, plain_targets) in zip(draws[0.5], draws[0.0]):
+        assert not targets[:, 0].any() and not plain_targets[:, 0].any()  # chunk 0: context, never a target
+        assert plain_targets[:, 1:].all()  # share 0: every later chunk is a target
+        assert targets[:, -2:].all()  # the last chunk always is
+        for b in range(2):
+            for c, frames in enumerate(chunk_frames, start=1):
+                if targets[b, frames].any():
+                    assert torch.equal(sigmas[b, frames], plain[b, frames])  # diffusion forcing, same draw
+                    kept += 1
+                else:
+                    assert float(sigmas[b, frames].max()) <= 0.1  # a clean context chunk
+                    picked += 1
+    share = picked / (picked + kept - 2 * 20)  # of chunks 1 .. 9
+    assert 0.4 < share < 0.6, share
+
+
+def test_context_chunks_carry_no_loss(tmp_path, stage1_run):
+    """Whatever the model predicts on a context chunk leaves the loss as it is; on a target chunk it does
+    not. Red with the loss taken over every chunk after chunk 0 (stage 1's reduction)."""
+    config = stage_config("stage2", "max_steps=1", "context.chunk_share=0.5")
+    trainer = Stage2Trainer(config, None, tmp_path / "run", init_from=stage1_run, datasets=synthetic_datasets(),
+                            progress=False)
+    batch = trainer.batch()
+
+    def has_context_chunk(step):
+        trainer.draw(batch["latents"], step, 0)
+        return not trainer.last_targets[:, 1:].all()
+
+    step = next(s for s in range(50) if has_context_chunk(s))
+    offset = {}
+
+    def shift_output(module, args, output):
+        return output + offset["mask"][:, None, :, None, None] * 3.0
+
+    trainer.model.dit.register_forward_hook(shift_output)
+    trainer.draw(batch["latents"], step, 0)
+    targets = trainer.last_targets.clone()
+    context = ~targets
+    context[:, 0] = False  # chunk 0 is excluded in every stage
+    with torch.no_grad():
+        offset["mask"] = torch.zeros(targets.shape)
+        base = trainer.loss(batch, 0, step)[1]
+        offset["mask"] = context.float()
+        assert torch.equal(trainer.loss(batch, 0, step)[1], base)
+        offset["mask"] = targets.float()
+        assert (trainer.loss(batch, 0, step)[1] > base).all()
+
+
 class OneBatch(FixedBatch, FixedDraws, Stage2Trainer):
     pass
 

@@ -111,16 +111,26 @@ class DataConfig:
 
 @dataclass
 class ContextConfig:
-    """How chunk 0 (latent frame 0) is given to the model as context (GameNGen noise augmentation)."""
+    """How chunk 0 (latent frame 0) is given to the model as context (GameNGen noise augmentation), and,
+    in stage 2, which later chunks are clean context for the chunks after them (docs/stages.md)."""
 
     noise_prob: float = 0.5
     """Probability that a sample's context is noised at all (else it is given clean, t = 0)."""
     noise_max: float = 0.7
     """Context noise level sigma_ctx ~ U(0, noise_max) when noised; told to the model as t = 1000 sigma_ctx."""
+    chunk_share: float = 0.5
+    """Stage 2: probability that a chunk c >= 1 (not the last) is a context chunk, at sigma ~ U(0,
+    chunk_sigma_max) and with no loss, as the clean cache write shows it at inference; 0 = every chunk
+    is a diffusion-forcing target."""
+    chunk_sigma_max: float = 0.1
+    """Stage 2: a context chunk's noise level sigma ~ U(0, chunk_sigma_max)."""
 
     def __post_init__(self) -> None:
         _check(0 <= self.noise_prob <= 1, f"context.noise_prob must be in [0, 1], got {self.noise_prob}")
         _check(0 <= self.noise_max < 1, f"context.noise_max must be in [0, 1), got {self.noise_max}")
+        _check(0 <= self.chunk_share < 1, f"context.chunk_share must be in [0, 1), got {self.chunk_share}")
+        _check(0 <= self.chunk_sigma_max < 1,
+               f"context.chunk_sigma_max must be in [0, 1), got {self.chunk_sigma_max}")
 
 
 @dataclass

@@ -69,8 +69,12 @@ class Stage1Trainer(Trainer):
         weights = self.loss_weights(z)  # the fighters' cells count more under fighter_weight
         if weights is not None:
             squared = squared * weights
-        per_sample = squared[:, :, 1:].mean(dim=(1, 2, 3, 4))  # (B,) context excluded
+        per_sample = self.reduce_loss(squared)
         return per_sample.mean(), per_sample
+
+    def reduce_loss(self, squared: torch.Tensor) -> torch.Tensor:
+        """(B, C, F, h, w) squared errors -> (B,) losses over the target frames: here all but the context."""
+        return squared[:, :, 1:].mean(dim=(1, 2, 3, 4))
 
     # ---- validation sampler ----
     @torch.no_grad()

@@ -9,16 +9,18 @@ What changes from stage 1 (everything else, including the loop, checkpoints and 
 
         chunk 0   context: clean, or noised to sigma_ctx ~ U(0, noise_max) with prob. noise_prob
                   (stage 1's context noise augmentation, kept)
-        chunk c   sigma_c = shift(u_c), u_c ~ U(0, 1) independently per chunk (c = 1 .. n)
+        chunk c   with prob. chunk_share (c < n): a clean context chunk, sigma_c ~ U(0, chunk_sigma_max)
+                  otherwise sigma_c = shift(u_c), u_c ~ U(0, 1) independently per chunk (c = 1 .. n)
         x[c]      = (1 - sigma_c) z[c] + sigma_c n[c],   timestep 1000 sigma_c for both its frames
-        loss      = mean over chunks 1..n of || v_theta(x, t)[c] - (n[c] - z[c]) ||^2
+        loss      = mean over the target chunks (not context) of || v_theta(x, t)[c] - (n[c] - z[c]) ||^2
 
     The clean/noised context scheme: there is no separate "clean context" copy of the sequence.
     Chunk c is at once a denoising target at its own level sigma_c and the context of chunks c+1
     and c+2 *at that same level*, and the model is told each chunk's level through its per-frame
     timestep. So the model learns to predict a chunk from context at any mixture of noise levels,
-    which covers inference, where the context is each earlier chunk as the cache stored it: at the
-    noise level of its cache-write (penultimate) denoising step, or clean (t = 0) for the prompt.
+    which covers inference, where the context is each earlier chunk as the cache stored it: clean
+    (the clean cache write, which the context chunks train for) or at the noise level of its
+    penultimate denoising step (the paper's write), and clean (t = 0) for the prompt.
     A single noise level for all chunks (stage 1's scheme) would only ever show the model context
     as noisy as the target itself, and the causal model collapses to that one level (docs/stages.md).
  3. The validation video is generated as at inference: chunk by chunk over the rolling KV cache.
@@ -94,22 +96,36 @@ class Stage2Trainer(Stage1Trainer):
         return chunk_of_frame(torch.arange(num_frames), self.model_config.chunk_latent_frames)
 
     def draw(self, latents: torch.Tensor, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-sample noise (B, C, F, h, w) and per-frame sigmas (B, F), constant within a chunk."""
+        """Per-sample noise (B, C, F, h, w) and per-frame sigmas (B, F), constant within a chunk; which
+        frames are targets (`last_targets`, (B, F)): not chunk 0, not a context chunk."""
         B, _, F = latents.shape[:3]
         chunks = self.chunk_index(F).to(self.device)
         n_chunks = int(chunks[-1]) + 1
         ctx = self.config.context
-        noises, sigmas = [], []
+        noises, sigmas, targets = [], [], []
         for i in range(B):
             gen = self.noise_generator(step, micro, self.global_index(i, B))
             u = torch.rand(n_chunks, generator=gen, device=self.device)
             use_ctx_noise, ctx_u = torch.rand(2, generator=gen, device=self.device)
             noises.append(torch.randn(latents.shape[1:], generator=gen, device=self.device))
+            pick, level = torch.rand(2, n_chunks, generator=gen, device=self.device)  # drawn last: the rest is as before
             per_chunk = self.flow.shift_sigma(u)
             per_chunk[0] = ctx_u * ctx.noise_max if use_ctx_noise < ctx.noise_prob else 0.0
+            context = pick < ctx.chunk_share
+            context[0], context[-1] = True, False  # chunk 0 is the prompt; no chunk of the window continues the last
+            per_chunk[1:] = torch.where(context[1:], level[1:] * ctx.chunk_sigma_max, per_chunk[1:])
             sigmas.append(per_chunk[chunks])
+            targets.append(~context[chunks])
         self.last_sigmas = torch.stack(sigmas)  # (B, F), read by tests and logging
+        self.last_targets = torch.stack(targets)  # (B, F) bool, read by `reduce_loss`
         return torch.stack(noises), self.last_sigmas
+
+    def reduce_loss(self, squared: torch.Tensor) -> torch.Tensor:
+        """(B, C, F, h, w) squared errors -> (B,) mean over the target chunks' frames of this draw: context
+        chunks (chunk 0 and the clean ones) carry no loss."""
+        mask = self.last_targets[:, None, :, None, None].to(squared.dtype)  # (B, 1, F, 1, 1)
+        cells = mask.sum(dim=(1, 2, 3, 4)) * squared[0, :, 0].numel()  # (B,) target frames x C h w
+        return (squared * mask).sum(dim=(1, 2, 3, 4)) / cells
 
     @torch.no_grad()
     def sample(self, batch: dict, steps: int, num_latent_frames: int) -> torch.Tensor:
