@@ -74,4 +74,8 @@ def test_wtf_train_decoder_fine_tunes_and_reports(recorded, tmp_path_factory, tm
     assert report["pruned_seconds_per_chunk"] > 0 and report["full_seconds_per_chunk"] > 0
     assert report["psnr_pruned_vs_frames"] is not None  # clip data: ground-truth frames were used
     assert "PSNR pruned vs full decoder" in " ".join(result.output.split())
+    assert result.stdout.splitlines()[-1] == (
+        f"wrote {out}: {report['pruned_parameters']:,} of {report['full_parameters']:,} decoder parameters kept, "
+        f"PSNR vs the full decoder {report['psnr_after_finetune']:.2f} dB after 15 steps")
+    assert "step 1/15" not in result.output  # its progress is the shared bar's, not lines of its own
     assert load_pruned_decoder(out, build_vae(get_preset("tiny"))) is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -94,6 +96,9 @@ def test_default_curriculum_trains_on_full_match_data_alone(matches_only, tmp_pa
                                       str(run), "--steps", "3", *FAST])
     assert result.exit_code == 0, result.output
     assert "single-action" in result.output and "skipped" in result.output
+    # the run ends with one line on stdout naming what it wrote (validation ran at the last step)
+    assert re.fullmatch(rf"wrote {re.escape(str(run))}: step 3, loss [\d.]+, val loss [\d.]+ \(keys released [\d.]+\)",
+                        result.stdout.strip()), result.stdout
     assert all(r["tiers"] == {"full-match": 1} for r in read_metrics(run))
 
 

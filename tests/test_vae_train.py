@@ -44,6 +44,8 @@ def vae_dir(ds_dir, tmp_path_factory):
                                       *FAST, "--set", "vae.fighter_weight=5",  # every loss term in the loop
                                       "--set", "vae.adv_weight=0.5", "--set", "vae.adv_start=1"])
     assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith(f"wrote {out}: PSNR train "), result.stdout  # once, the last
+    assert result.stdout.count("wrote ") == 1, result.stdout
     return out
 
 

@@ -472,8 +472,7 @@ class Trainer:
         self.log(f"[bold]{self.stage}[/] preset={c.preset} source={self.source} parallel={self.parallel} "
                  f"world={self.dist.world_size} device={self.device} bf16={self.bf16}\n{format_config(c)}")
         self._stop = False
-        self.latest: dict = {}
-        """The last step's metrics, validation's included (the run's last line quotes them)."""
+        self.latest: dict = {}  # the last step's metrics, validation's included: the run's last line quotes them
         previous = self._install_signal_handlers()
         last_saved = self.step_count
         stopping = False
