@@ -42,9 +42,15 @@ def register_tiny_clip() -> None:
 
     if TINY_CLIP_NAME in open_clip.list_models():
         return
-    folder = Path(tempfile.mkdtemp(prefix="wtf-clip-"))
-    (folder / f"{TINY_CLIP_NAME}.json").write_text(json.dumps(TINY_CLIP_CONFIG))
-    open_clip.add_model_config(folder)
+    # open_clip reads the file as it registers it, so the folder can go at once.
+    with tempfile.TemporaryDirectory(prefix="wtf-clip-") as folder:
+        path = Path(folder) / f"{TINY_CLIP_NAME}.json"
+        path.write_text(json.dumps(TINY_CLIP_CONFIG))
+        open_clip.add_model_config(path)
+
+
+def _no_random_init_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("No pretrained weights loaded for model")
 
 
 class ReferenceEncoder(nn.Module):
@@ -66,13 +72,14 @@ class ReferenceEncoder(nn.Module):
         except ImportError as err:  # pragma: no cover - depends on the environment
             raise ImportError("the reference encoder needs open_clip: pip install 'wantofight[model]'") from err
         register_tiny_clip()
-        quiet = logging.getLogger().level
-        if config.clip_pretrained is None:  # random init is intended here (tests, meta sizing): no warning
-            logging.getLogger().setLevel(logging.ERROR)
+        # Random init is intended without clip_pretrained (tests, meta sizing): drop open_clip's one
+        # warning about it (logged on the root logger) while the model is built, and nothing else.
+        root = logging.getLogger()
+        root.addFilter(_no_random_init_warning)
         try:
             model = open_clip.create_model(config.clip_model, pretrained=config.clip_pretrained, device=device)
         finally:
-            logging.getLogger().setLevel(quiet)
+            root.removeFilter(_no_random_init_warning)
         return cls(model.visual, config.clip_image_size)
 
     def train(self, mode: bool = True) -> "ReferenceEncoder":
