@@ -176,12 +176,6 @@ class HudLayout:
         s = self.scale
         return y0 + s, y0 + 3 * s, x0 + s, x1 - s
 
-    def lane_box(self, lane: int) -> tuple[int, int, int, int]:
-        """(y0, y1, x0, x1) of an event lane's bar area in output pixels."""
-        y = self.timeline_y + lane * LANE_H
-        s = self.scale
-        return y * s, (y + LANE_H - 1) * s, LANE_X0 * s, (self.width - 2) * s
-
 
 def hud_layout(height: int, width: int, scale: int = 2) -> HudLayout:
     """The layout `render_hud` uses for (height, width) frames."""

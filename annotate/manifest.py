@@ -86,5 +86,3 @@ def write_manifest(out: Path, manifest: dict) -> None:
     os.replace(tmp, out / MANIFEST_FILE)
 
 
-def read_manifest(out: Path) -> dict:
-    return json.loads((Path(out) / MANIFEST_FILE).read_text())

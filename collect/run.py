@@ -99,13 +99,6 @@ def validate(settings: RunSettings, warn=None) -> tuple[GameSpec, RecordConfig]:
     return game, config
 
 
-def prepare_out(out: Path, settings: RunSettings, resume: bool, given: set[str]) -> RunSettings:
-    """Create or reopen the run folder; returns the settings to record with."""
-    settings = settings_for(out, settings, resume, given)
-    open_out(out, settings)
-    return settings
-
-
 def settings_for(out: Path, settings: RunSettings, resume: bool, given: set[str]) -> RunSettings:
     """The settings to record with: the given ones for a new run, the stored ones (and the given
     --episodes) for a resumed run. Reads only."""

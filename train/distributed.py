@@ -185,9 +185,3 @@ def barrier(info: DistInfo) -> None:
         dist.barrier()
 
 
-def broadcast_object(obj, info: DistInfo):
-    if not info.enabled:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
