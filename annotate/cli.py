@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import MAX_RETRIES_OPTION, OVERWRITE_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
+from wantofight.cli_util import (MAX_RETRIES_OPTION, OVERWRITE_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped,
+                                 warn, wrote)
 from wantofight.cluster import ClusterError
 
 
@@ -48,7 +49,7 @@ def annotate_command(
         warn(f"skipped {reason}")
     missing = sorted({item["what"] for r in reports for item in r.get("not_computed", [])})
     note = f" (not computable for this game: {', '.join(missing)})" if missing else ""
-    console.print(f"annotated {done} of {len(reports)} episode(s) in {run_dir}{note}")
+    wrote(run_dir, f"annotations of {done} of {len(reports)} episode(s){note}")
 
 
 def build_curriculum_command(
@@ -100,8 +101,8 @@ def build_curriculum_command(
                       f"id{'' if missing == 1 else 's'} not among this build's clips)", soft_wrap=True, highlight=False)
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
     skipped = len(manifest["episodes"]["skipped"])
-    console.print(f"wrote {manifest['clips']} clips (train/val: {counts}) from {manifest['episodes']['used']} "
-                  f"episode(s), {skipped} skipped → {out.resolve()}")
+    wrote(out.resolve(), f"{manifest['clips']} clips (train/val: {counts}) from {manifest['episodes']['used']} "
+                         f"episode(s), {skipped} skipped")
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import DEVICE_OPTION, console, fail, stopped
+from wantofight.cli_util import DEVICE_OPTION, console, fail, stopped, wrote
 
 probe_app = typer.Typer(help="The frame -> state probe: reads both fighters' position, facing, state, move and "
                              "health from one frame (trained on RAM).", no_args_is_help=True)
@@ -67,8 +67,8 @@ def probe_train(
         fail(str(err))
     if report["held_out"]:
         console.print(format_metrics(report["held_out"]), highlight=False)
-    console.print(f"wrote {out} ({report['parameters']:,} parameters, {report['train_frames']:,} training frames, "
-                  f"{report['decode_s'] + report['train_s']:.0f} s)", highlight=False)
+    wrote(out, f"{report['parameters']:,} parameters, {report['train_frames']:,} training frames, "
+               f"{report['decode_s'] + report['train_s']:.0f} s")
 
 
 @probe_app.command("eval")
@@ -135,7 +135,7 @@ def bench_build(
         for bar in bars.values():
             bar.__exit__(None, None, None)
     console.print(suite_table(meta), highlight=False)
-    console.print(f"wrote {out}: {meta['cases']} cases", highlight=False)
+    wrote(out, f"{meta['cases']} cases")
 
 
 def suite_table(meta: dict) -> str:
@@ -189,7 +189,8 @@ def bench_run(
         with Progress("benchmark", total=per * len(variants), unit="cases", detail="{name}", enabled=progress,
                       eta=True, name="") as bar:
             result = run_benchmark(the_suite, the_probe, probe, variants, out, resume=resume, max_cases=max_cases,
-                                   scenarios=chosen, videos=videos, device=resolve_device(device), lpips_backbone=lpips_backbone, lpips=lpips,
+                                   scenarios=chosen, videos=videos, device=resolve_device(device),
+                                   lpips_backbone=lpips_backbone, lpips=lpips,
                                    on_case=lambda v, c, r: bar.advance(name=v.name),
                                    log=lambda m: console.print(m, highlight=False, soft_wrap=True))
     except KeyboardInterrupt:
@@ -197,7 +198,7 @@ def bench_run(
     except errors() as err:
         fail(str(err))
     console.print(text_tables(result["report"]), highlight=False)
-    console.print(f"wrote {out / 'report.json'} and {out / 'index.html'}", highlight=False)
+    wrote(out, "report.json and index.html (open it in a browser)")
 
 
 @bench_app.command("report")

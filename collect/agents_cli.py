@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from wantofight.cli_util import OVERWRITE_OPTION, console, fail, stopped, typed_options
+from wantofight.cli_util import OVERWRITE_OPTION, console, fail, stopped, typed_options, wrote
 
 app = typer.Typer(help="Train and evaluate learned (PPO) fighters.", no_args_is_help=True)
 
@@ -51,8 +51,8 @@ def train_command(
         stopped(f"the newest save in {claim(out, overwrite, resume=True)} holds the training so far; add --resume "
                 "to continue from it")
     win = "–" if result.win_rate is None else f"{result.win_rate:.0%}"
-    console.print(f"trained to {result.steps:,} steps ({result.steps_per_second:,.0f} steps/s, {result.matches} "
-                  f"matches, recent win rate {win}) → {result.final}")
+    wrote(result.final, f"trained to {result.steps:,} steps ({result.steps_per_second:,.0f} steps/s, "
+                        f"{result.matches} matches, recent win rate {win})")
 
 
 TRAIN_OPTIONS = ("game", "player", "opponent", "envs", "seed", "checkpoint_every", "frame_skip", "n_steps",

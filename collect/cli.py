@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from wantofight.cli_util import (MAX_RETRIES_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, typed_options,
-                                 warn)
+                                 warn, wrote)
 from wantofight.cluster import ClusterError
 
 
@@ -51,7 +51,7 @@ def collect_command(
     except KeyboardInterrupt:
         stopped(f"finished episodes are kept in {out / 'episodes'}; add --resume to complete the run")
     frames = sum(r.frames for r in results)
-    console.print(f"recorded {len(results)} episode(s), {frames:,} frames → {(out / 'episodes').resolve()}")
+    wrote((out / "episodes").resolve(), f"{len(results)} episode(s), {frames:,} frames")
 
 
 RUN_OPTIONS = ("game", "state", "policy", "p2_policy", "max_frames", "fps", "seed", "episodes", "deterministic")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import MAX_RETRIES_OPTION, OVERWRITE_OPTION, RAY_OPTION, console, fail, ray_cluster, stopped, warn
+from wantofight.cli_util import MAX_RETRIES_OPTION, OVERWRITE_OPTION, RAY_OPTION, fail, ray_cluster, stopped, warn, wrote
 from wantofight.cluster import ClusterError
 
 
@@ -73,8 +73,8 @@ def encode_command(
         stopped(f"nothing was kept in {work} (a latent cache is written whole, manifest.json last); "
                 "run the same command again")
     counts = ", ".join(f"{tier} {c['train']}/{c['val']}" for tier, c in manifest["counts"].items())
-    console.print(f"encoded {sum(sum(c.values()) for c in manifest['counts'].values())} windows of {frames} frames "
-                  f"(train/val: {counts}) → latents {manifest['latent_shape']} in {out.resolve()}")
+    wrote(out.resolve(), f"{sum(sum(c.values()) for c in manifest['counts'].values())} windows of {frames} frames "
+                         f"(train/val: {counts}), latents {manifest['latent_shape']}")
 
 
 def register(app: typer.Typer) -> None:

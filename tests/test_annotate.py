@@ -180,7 +180,7 @@ def test_annotate_cli_skips_broken_episodes_by_name(recorded, keydir, tmp_path):
 
     result = CliRunner().invoke(app, ["annotate", str(run), "--no-progress", "--workers", "2"])
     assert result.exit_code == 0, result.output
-    assert "annotated 1 of 4" in result.output
+    assert "annotations of 1 of 4" in result.output
     for name in ("ep000001", "ep000002", "ep000003"):
         assert name in result.output
         assert not (run / "episodes" / name / "annotation.json").exists()

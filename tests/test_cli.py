@@ -193,7 +193,7 @@ def test_the_minimal_install_collects(tmp_path):
     proc = minimal_wtf("collect", "--policy", "random", "--episodes", "1", "--max-frames", "30", "--out", "data",
                        "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "recorded 1 episode(s)" in proc.stdout
+    assert proc.stdout.startswith("wrote ") and "1 episode(s)" in proc.stdout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,10 +280,10 @@ def test_piped_output_keeps_each_line_whole_and_prints_it_once(match_run, tmp_pa
         return proc.stdout.splitlines(), proc.stderr.splitlines()
 
     out, _ = wtf("collect", "--policy", "idle", "--episodes", "1", "--max-frames", "20", "--out", str(deep / "run"))
-    assert out == [f"recorded 1 episode(s), 20 frames → {deep / 'run' / 'episodes'}"]
+    assert out == [f"wrote {deep / 'run' / 'episodes'}: 1 episode(s), 20 frames"]
     out, err = wtf("build-curriculum", str(match_run), "--out", str(deep / "ds"), "--clip-frames", "33",
                    "--tiers", "full")
-    assert out[-1].startswith("wrote ") and out[-1].endswith(f"→ {deep / 'ds'}"), out
+    assert out[-1].startswith(f"wrote {deep / 'ds'}: ") and out[-1].endswith(" skipped"), out
     assert {line.split(":")[0] for line in err} == {"plan", "cut"}, err
     note = "forty characters that no cell cuts short"  # three of them make a row of 150 columns
     out, _ = wtf("query", str(deep / "ds"), f"SELECT clip_id, '{note}' AS a, '{note}' AS b, '{note}' AS c FROM clips "

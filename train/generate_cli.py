@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, console, fail, step_count
+from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, console, fail, step_count, wrote
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,8 +55,8 @@ def generate_command(
     except (GenerationError, KeyFileError, FileNotFoundError, ValueError) as err:
         fail(str(err))
     ms = [1000 * s for s in result.chunk_seconds]
-    console.print(f"wrote {out}: {result.frames} frames ({result.chunks} chunks, {steps} steps each); "
-                  f"{sum(ms) / len(ms):.0f} ms per chunk on {device}", highlight=False)
+    wrote(out, f"{result.frames} frames ({result.chunks} chunks, {steps} steps each); "
+               f"{sum(ms) / len(ms):.0f} ms per chunk on {device}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def eval_command(
     console.print(result.table(), highlight=False)
     if report is not None:
         write_report(result, report)
-        console.print(f"wrote {report}", highlight=False)
+        wrote(report, "per-clip and per-tier scores")
 
 
 # ---------------------------------------------------------------------------------------------

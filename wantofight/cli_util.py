@@ -83,6 +83,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def wrote(path, details: str) -> None:
+    """A command's last line, one style for all: `wrote PATH: what is there now` (stdout; a path is not
+    read as rich markup)."""
+    console.print(f"wrote {path}: {details}", markup=False, highlight=False)
+
+
 def warn(message: str) -> None:
     """Print a one-line warning (a skipped episode, a corrupt row) and carry on."""
     errors.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, highlight=False)
