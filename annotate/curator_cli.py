@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, errors, fail
+from wantofight.cli_util import console, fail, wrote
 
 
 def inspect_command(
@@ -35,7 +35,7 @@ def inspect_command(
             write_view(view, target, scale=scale, every=every, columns=columns, progress=step)
     except InspectError as err:
         fail(str(err))
-    console.print(f"{describe(view, scale)} → {target}")
+    wrote(target, describe(view, scale))
 
 
 def stats_command(
@@ -57,7 +57,7 @@ def stats_command(
     else:
         print_stats(stats, console)
     if written:
-        errors.print(f"wrote {len(written)} plot(s) to {plots}", highlight=False)
+        wrote(plots, f"{len(written)} plot(s)")
 
 
 def browse_command(
@@ -82,7 +82,7 @@ def browse_command(
             report = build_gallery(ds_dir, out, limit=limit, lazy=lazy, scale=scale, progress=step)
     except (GalleryError, InspectError) as err:
         fail(str(err))
-    console.print(f"gallery of {report['clips']} clips ({report['media']} rendered) → {(out / 'index.html').resolve()}")
+    wrote((out / "index.html").resolve(), f"gallery of {report['clips']} clips ({report['media']} rendered)")
     if serve is None:
         return
     try:

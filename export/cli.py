@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, stopped, warn
+from wantofight.cli_util import fail, stopped, warn, wrote
 
 FORMATS = ("lerobot",)
 
@@ -42,9 +42,9 @@ def export_command(
     splits = ", ".join(f"{k} {v}" for k, v in summary["splits"].items())
     resumed = f", {summary['resumed']} of them from an earlier run" if summary["resumed"] else ""
     skipped = f", {summary['skipped']} broken skipped" if summary["skipped"] else ""
-    console.print(f"exported {summary['episodes']:,} episodes ({splits}{resumed}{skipped}), {summary['frames']:,} "
-                  f"frames at {summary['fps']} fps, {summary['tasks']} tasks; features: "
-                  f"{', '.join(summary['features'])} → {out.resolve()}", soft_wrap=True, highlight=False)
+    wrote(out.resolve(), f"{summary['episodes']:,} episodes ({splits}{resumed}{skipped}), {summary['frames']:,} "
+                         f"frames at {summary['fps']} fps, {summary['tasks']} tasks; features: "
+                         f"{', '.join(summary['features'])}")
 
 
 def register(app: typer.Typer) -> None:

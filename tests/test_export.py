@@ -194,7 +194,7 @@ def test_cli_prints_episodes_frames_and_features(run, tmp_path):
     assert result.exit_code == 0, result.output
     line = result.output.strip()
     assert "\n" not in line
-    assert line.startswith("exported 2 episodes (train 0:2), 240 frames at 30 fps")
+    assert line.startswith(f"wrote {(tmp_path / 'x').resolve()}: 2 episodes (train 0:2), 240 frames at 30 fps")
     assert "features: observation.image, observation.state, action," in line
 
 
