@@ -135,8 +135,9 @@ def test_stage2_learns_from_each_players_keys(keyed_stage2):
     """Block-causal attention, a noise level per chunk: on latents that only the keys explain, the loss
     with the batch's keys is under half the loss with every key released (measured: 0.18 vs 0.44; with
     data and run seeds 1, 2: 0.06 vs 0.77, 0.10 vs 0.64; with the clean context chunks of
-    context.chunk_share=0.5: 0.14 vs 0.35, and 0.12 vs 0.46 at chunk_share=0 on the same code). Ablation: with the keys cut out inside the DiT
-    (its forward given keys=None) the losses are equal (0.28 each) and this fails. The overfit test above
+    context.chunk_share=0.5: 0.14 vs 0.35, and 0.12 vs 0.46 at chunk_share=0 on the same code).
+    Ablation: with the keys cut out inside the DiT (its forward given keys=None) the losses are equal
+    (0.28 each) and this fails. The overfit test above
     passes with the keys cut out; this one cannot."""
     assert keyed_stage2["keys"] < 0.5 * keyed_stage2["released"], keyed_stage2
 
@@ -145,8 +146,9 @@ def test_stage2_learns_from_each_players_keys(keyed_stage2):
 def test_stage2_binds_each_players_keys_to_that_players_blob(keyed_stage2):
     """The same model with the two players' keys swapped moves the wrong blobs: its loss is more than
     twice the loss with the right keys (measured: 0.65 vs 0.18; seeds 1, 2: 0.78 vs 0.06, 0.89 vs
-    0.10; with context.chunk_share=0.5: 0.48 vs 0.14, and 0.73 vs 0.12 at chunk_share=0). Ablation: with the same reference tokens for both players, swapping the keys changes nothing
-    (0.27 either way) and this fails."""
+    0.10; with context.chunk_share=0.5: 0.48 vs 0.14, and 0.73 vs 0.12 at chunk_share=0). Ablation:
+    with the same reference tokens for both players, swapping the keys changes nothing (0.27 either
+    way) and this fails."""
     assert keyed_stage2["keys"] < 0.5 * keyed_stage2["swapped"], keyed_stage2
 
 

@@ -108,7 +108,7 @@ class Stage2Trainer(Stage1Trainer):
             u = torch.rand(n_chunks, generator=gen, device=self.device)
             use_ctx_noise, ctx_u = torch.rand(2, generator=gen, device=self.device)
             noises.append(torch.randn(latents.shape[1:], generator=gen, device=self.device))
-            pick, level = torch.rand(2, n_chunks, generator=gen, device=self.device)  # drawn last: the rest is as before
+            pick, level = torch.rand(2, n_chunks, generator=gen, device=self.device)  # last: earlier draws kept
             per_chunk = self.flow.shift_sigma(u)
             per_chunk[0] = ctx_u * ctx.noise_max if use_ctx_noise < ctx.noise_prob else 0.0
             context = pick < ctx.chunk_share
