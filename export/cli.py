@@ -21,6 +21,7 @@ def export_command(
                                                   "(single, dual, full; default all)."),
     fps: Optional[int] = typer.Option(None, help="Frame rate of the export, dividing the recording's (e.g. 30 "
                                                  "from 60); default the recording's."),
+    overwrite: bool = typer.Option(False, help="Replace an existing --out, once the new export is complete."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Export recordings or clips as a LeRobotDataset (one episode per recorded episode or clip; docs/export.md).
@@ -29,16 +30,17 @@ def export_command(
     from wantofight.annotate.episode import EpisodeError
     from wantofight.export.lerobot import export_lerobot
     from wantofight.export.sources import ExportError
+    from wantofight.outputs import OutputExists, staging_dir
 
     if format not in FORMATS:
         fail(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
     try:
-        summary = export_lerobot(src, out, tiers=tier, fps=fps, progress=progress, warn=warn)
-    except (ExportError, EpisodeError, OSError) as err:
+        summary = export_lerobot(src, out, tiers=tier, fps=fps, progress=progress, warn=warn, overwrite=overwrite)
+    except (ExportError, EpisodeError, OutputExists, OSError) as err:
         fail(str(err))
     except KeyboardInterrupt:
-        stopped(f"the episodes exported so far are kept in {out.parent / ('.' + out.name + '.wtf-export-partial')}; "
-                "run the same command again to continue")
+        stopped(f"the episodes exported so far are kept in {staging_dir(out)} ({out} is as it was); run the same "
+                "command again to continue")
     splits = ", ".join(f"{k} {v}" for k, v in summary["splits"].items())
     resumed = f", {summary['resumed']} of them from an earlier run" if summary["resumed"] else ""
     skipped = f", {summary['skipped']} broken skipped" if summary["skipped"] else ""

@@ -5,8 +5,9 @@
 One LeRobot episode per recorded episode or per clip, each in its own data and video file
 (`data/chunk-CCC/file-FFF.parquet`, `videos/observation.image/chunk-CCC/file-FFF.mp4`, file index
 = episode index mod 1000): an episode is written whole or not at all, which is what makes an
-interrupted export resumable. The whole export is built in a hidden sibling folder and renamed to
-`--out` only when `meta/` is complete, so `--out` never holds half a dataset.
+interrupted export resumable. The whole export is built in the hidden sibling `.OUT.partial`
+(wantofight/outputs.py) and swapped in as `--out` only when `meta/` is complete, so `--out` never
+holds half a dataset, and an `--overwrite` interrupted midway leaves the old one as it was.
 
 Alignment (the card states it): exported row j holds frame j, `action[j]` = the keys held during
 the emulator steps that led from frame j - 1 to frame j, and `observation.state[j]` = the RAM read
@@ -69,18 +70,23 @@ class Settings:
 # The export
 
 def export_lerobot(src: Path, out: Path, tiers: str | None = None, fps: int | None = None,
-                   progress: bool = True, warn: Callable[[str], None] = lambda m: None) -> dict:
+                   progress: bool = True, warn: Callable[[str], None] = lambda m: None,
+                   overwrite: bool = False) -> dict:
     """Export SRC (a recording run or a curriculum dataset) to OUT as a LeRobotDataset v3.0; returns a
-    summary (episodes, frames, features, skipped, resumed). OUT must not exist or be empty. An
-    interrupted export of the same settings continues where it stopped; other settings are refused."""
+    summary (episodes, frames, features, skipped, resumed). OUT must not exist or be empty, unless
+    `overwrite` (then it is replaced once the new export is complete). The export is built in
+    `staging_dir(OUT)`; an interrupted export of the same settings continues from there, other
+    settings are refused."""
+    from wantofight.outputs import OutputExists, holds_other, staging_dir, swap_in
+
     src, out = Path(src), Path(out)
     kind = source_kind(src)
     settings = Settings(str(src.resolve()), kind, parse_tiers(tiers, kind), fps)
     if fps is not None and fps < 1:
         raise ExportError(f"--fps must be a positive frame rate that divides the recording's, got {fps}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ExportError(f"{out}: exists and is not empty; choose a new --out (an export never writes over data)")
-    work = out.parent / f".{out.name}.wtf-export-partial"
+    if holds_other(out) and not overwrite:
+        raise OutputExists(out)
+    work = staging_dir(out)
     done = _open_work(work, settings)
     sources, total = _sources(src, settings)
     writer = _Writer(work, done)
@@ -95,9 +101,7 @@ def export_lerobot(src: Path, out: Path, tiers: str | None = None, fps: int | No
         raise ExportError(f"{src}: nothing to export (no complete episode or clip"
                           f"{' of tiers ' + ', '.join(settings.tiers) if kind == 'dataset' else ''})")
     summary = writer.finish(settings)
-    if out.exists():
-        out.rmdir()  # empty, checked above
-    os.replace(work, out)
+    swap_in(work, out)
     summary["resumed"] = len(done)
     return summary
 

@@ -159,7 +159,8 @@ def test_a_curriculum_dataset_exports_one_episode_per_clip(recorded, tmp_path_fa
         assert hashlib.sha1(video.read_bytes()).digest() == hashlib.sha1(clip.video).digest()
 
 
-def test_an_interrupted_export_continues_where_it_stopped(run, exported, tmp_path, monkeypatch):
+def test_an_interrupted_overwrite_keeps_the_old_output_and_continues_where_it_stopped(run, exported, tmp_path,
+                                                                                     monkeypatch):
     out = tmp_path / "lr"
     original = lerobot._Writer.write
     calls = []
@@ -171,14 +172,17 @@ def test_an_interrupted_export_continues_where_it_stopped(run, exported, tmp_pat
         original(self, source, fps)
 
     monkeypatch.setattr(lerobot._Writer, "write", write_then_stop)
+    out.mkdir()
+    (out / "old.txt").write_text("an earlier export")
     with pytest.raises(KeyboardInterrupt):
-        export_lerobot(run, out, progress=False)
-    assert not out.exists()
+        export_lerobot(run, out, progress=False, overwrite=True)
+    assert [p.name for p in out.iterdir()] == ["old.txt"], "an interrupted --overwrite touched the old output"
     monkeypatch.setattr(lerobot._Writer, "write", original)
     with pytest.raises(ExportError, match="other settings"):
-        export_lerobot(run, out, fps=15, progress=False)
-    summary = export_lerobot(run, out, progress=False)
+        export_lerobot(run, out, fps=15, progress=False, overwrite=True)
+    summary = export_lerobot(run, out, progress=False, overwrite=True)
     assert summary["resumed"] == 1 and summary["episodes"] == 2
+    assert not (out / "old.txt").exists() and not any(p.name.startswith(".") for p in out.parent.iterdir())
     whole, _ = exported
     for rel in ("meta/info.json", "meta/stats.json", "data/chunk-000/file-001.parquet",
                 "meta/episodes/chunk-000/file-000.parquet"):
@@ -203,7 +207,7 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tmp_path, case):
     out = tmp_path / "out"
     args = [str(run), "--format", "lerobot", "--out", str(out)]
     expect = {"format": "--format 'parquet': expected one of lerobot", "mixed": "holds both a recording run",
-              "neither": "neither a recording run", "not-empty": "exists and is not empty",
+              "neither": "neither a recording run", "not-empty": "already exists and is not empty: add --overwrite",
               "tier-of-run": "--tier applies to a curriculum dataset", "fps": "--fps 7: a recording at 30 fps"}[case]
     if case == "format":
         args[2] = "parquet"
