@@ -81,10 +81,15 @@ def test_cached_chunks_equal_full_block_causal_forward():
     assert cache.context_tokens == 2 * model.config.tokens_per_chunk  # only chunks 2 and 3 are held
 
 
-@pytest.mark.parametrize("sampler, steps, write_step", [("euler", 4, -2), ("x0_renoise", 4, -2), ("euler", 1, -2),
-                                                       ("euler", 3, -1)])
-def test_streaming_generation_equals_full_recompute(sampler, steps, write_step):
-    model = tiny_model(cache_write_step=write_step)
+@pytest.mark.parametrize("sampler, steps, write", [("euler", 4, -2), ("x0_renoise", 4, -2), ("euler", 1, -2),
+                                                  ("euler", 3, -1), ("euler", 4, 0.0), ("x0_renoise", 4, 0.0),
+                                                  ("x0_renoise", 4, 0.05)])
+def test_streaming_generation_equals_full_recompute(sampler, steps, write):
+    """In both cache-write modes: an int is the denoising step that writes, a float the clean write's
+    context_sigma."""
+    mode = {"cache_write": "denoising-step", "cache_write_step": write} if isinstance(write, int) else \
+        {"cache_write": "clean", "context_sigma": write}
+    model = tiny_model(**mode)
     gen = StreamingGenerator(model, sampler=sampler)
     prompt = latents(1)
     stream = [keys(8, seed=10 + i) for i in range(6)]  # 6 chunks: well past the 2-chunk context
@@ -97,6 +102,58 @@ def test_streaming_generation_equals_full_recompute(sampler, steps, write_step):
     assert len(cached) == 6 and cached[0].shape == (B, 16, 2, 8, 8)
     for a, b in zip(cached, full):
         assert (a - b).abs().max() <= 1e-5
+
+
+def _cache_of(model):
+    """Patch `model.new_cache` to keep the caches it hands out; returns that list."""
+    caches, original = [], model.new_cache
+
+    def spy(batch_size):
+        caches.append(original(batch_size))
+        return caches[-1]
+
+    model.new_cache = spy
+    return caches
+
+
+@pytest.mark.parametrize("context_sigma", [0.0, 0.1])
+def test_clean_write_caches_the_keys_of_the_finished_chunk_at_context_sigma(context_sigma):
+    """The cache holds what one forward pass over each chunk's x0 (at t = 1000 context_sigma, noised to
+    that level) computes. Red with the denoising-step write: its keys are those of a noisy state."""
+    model = tiny_model(cache_write="clean", context_sigma=context_sigma)
+    caches = _cache_of(model)
+    prompt, stream = latents(1), [keys(8, seed=10 + i) for i in range(3)]
+    out = list(StreamingGenerator(model).generate_latents(prompt, stream, ref_tokens(), steps=4,
+                                                          generator=torch.Generator().manual_seed(7)))
+    # the same chunks written by hand, each from its x0 (noised with the draw the loop made after it)
+    replay = torch.Generator().manual_seed(7)
+    expected = model.new_cache(B)
+    model(prompt, 0.0, keys(1, seed=0) * 0, ref_tokens(), "block_causal", expected, True)
+    expected.commit(1)
+    for x0, k in zip(out, stream):
+        torch.randn(x0.shape, generator=replay)  # the chunk's initial noise
+        state = x0
+        if context_sigma > 0:
+            state = (1 - context_sigma) * x0 + context_sigma * torch.randn(x0.shape, generator=replay)
+        model(state, 1000 * context_sigma, k, ref_tokens(), "block_causal", expected, True)
+        expected.commit(2)
+    assert caches[0].chunk_tokens == expected.chunk_tokens
+    torch.testing.assert_close(caches[0].k, expected.k, rtol=0, atol=1e-6)
+    torch.testing.assert_close(caches[0].v, expected.v, rtol=0, atol=1e-6)
+    torch.testing.assert_close(caches[0].keyboard, expected.keyboard, rtol=0, atol=1e-6)
+
+
+def test_clean_write_spends_one_more_pass_per_chunk_than_the_denoising_step_write():
+    counts = {}
+    for mode in ("clean", "denoising-step"):
+        model = tiny_model(cache_write=mode)
+        calls = []
+        model.dit.register_forward_pre_hook(lambda m, args: calls.append(args[1]))
+        list(StreamingGenerator(model).generate_latents(latents(1), [keys(8)] * 2, ref_tokens(), steps=4))
+        counts[mode] = len(calls)
+        if mode == "clean":  # per chunk: 4 steps from t = 1000, then the write at t = 0
+            assert [float(t) for t in calls[1:6]] == pytest.approx([1000, 937.5, 833.333, 625, 0], abs=1e-3)
+    assert counts == {"clean": 1 + 2 * 5, "denoising-step": 1 + 2 * 4}
 
 
 def test_cache_memory_is_constant_and_generation_runs_for_any_number_of_chunks():

@@ -3,6 +3,7 @@ equal inference, overfit one batch, exact resume, collapse detection."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -77,22 +78,55 @@ def test_dmd_gradient_is_zero_when_scores_agree_normalised_and_timesteps_clamped
 # Self-forcing rollouts = inference
 # ---------------------------------------------------------------------------------------------
 
-def test_student_rollout_takes_4_steps_per_chunk_and_equals_the_inference_sampler():
-    model = tiny_model()
+@pytest.mark.parametrize("cache_write, passes", [("denoising-step", 4), ("clean", 5)])
+def test_student_rollout_takes_4_steps_per_chunk_and_equals_the_inference_sampler(cache_write, passes):
+    model = tiny_model(cache_write=cache_write)
     flow = FlowMatchScheduler(shift=model.config.timestep_shift)
     prompt, keys, refs = random_latents(1, batch=1), random_keys(1 + 8 * 3, batch=1), ref_tokens(batch=1)
     cfg = model.config
     calls = []
     handle = model.dit.register_forward_pre_hook(lambda m, args: calls.append(args[0].shape[2]))
     with torch.no_grad():
-        roll = self_forcing_rollout(model.dit, model.new_cache(1), prompt, keys, refs, flow, 4, cfg.chunk_frames,
-                                    cfg.chunk_latent_frames, cfg.cache_write_step, [torch.Generator().manual_seed(7)])
+        roll = self_forcing_rollout(model.dit, model.new_cache(1), cfg, prompt, keys, refs, flow, 4,
+                                    [torch.Generator().manual_seed(7)])
     handle.remove()
-    assert roll.forwards == [4, 4, 4] and calls == [1] + [2] * 12  # the prompt once, then 4 steps x 3 chunks
+    # the prompt once, then per chunk 4 steps (and the clean write's pass) x 3 chunks
+    assert roll.forwards == [passes] * 3 and calls == [1] + [2] * passes * 3
     chunks = (keys[:, 1 + 8 * c:9 + 8 * c] for c in range(3))
     expected = list(StreamingGenerator(model, sampler="x0_renoise").generate_latents(
         prompt, chunks, refs, 4, prompt_keys=keys[:, :1], generator=torch.Generator().manual_seed(7)))
     torch.testing.assert_close(roll.latents, torch.cat(expected, dim=2), rtol=0, atol=1e-6)
+
+
+def test_one_rollout_loop_serves_inference_and_stage3(tmp_path, teacher, monkeypatch):
+    """`rollout_chunks` runs for the streaming generator (`wtf generate`, `wtf play`, the benchmark and
+    stage 2's validation videos go through it) and for stage 3's self-forcing rollouts: there is no
+    second sampling loop to keep equal."""
+    import sys
+
+    from wantofight.train.generation import LoadedGenerator, build_vae, stream_chunks
+    from wantofight_model.rollout import rollout_chunks
+
+    callers, frames = [], []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is rollout_chunks.__code__ and not any(f is frame for f in frames):
+            frames.append(frame)  # a generator's frame is entered again for each chunk: count each rollout once
+            callers.append(frame.f_back.f_code.co_name)
+
+    model = tiny_model()
+    loaded = LoadedGenerator(model, build_vae(model.config), model.config, "stage3", "test")
+    masks = np.zeros((17, 2), np.uint16)
+    trainer = Stage3Trainer(stage_config("stage3", "max_steps=1"), None, tmp_path / "run", teacher=teacher,
+                            dmd=DMDConfig(critic_steps=1), datasets=synthetic_datasets(), progress=False)
+    batch = trainer.batch()
+    sys.setprofile(profile)
+    try:
+        list(stream_chunks(loaded, torch.zeros(1, 3, 1, 64, 64), masks, torch.zeros(1, 2, 3, 64, 64), steps=2))
+        trainer.rollout(batch, 0, 0, 0)
+    finally:
+        sys.setprofile(None)
+    assert callers == ["generate_latents", "self_forcing_rollout"]
 
 
 def test_gradient_flows_only_through_the_exit_step():
@@ -100,9 +134,8 @@ def test_gradient_flows_only_through_the_exit_step():
     cfg = model.config
     flow = FlowMatchScheduler(shift=cfg.timestep_shift)
     prompt, keys, refs = random_latents(1, batch=1), random_keys(17, batch=1), ref_tokens(batch=1)
-    roll = self_forcing_rollout(model.dit, model.new_cache(1), prompt, keys, refs, flow, 4, cfg.chunk_frames,
-                                cfg.chunk_latent_frames, cfg.cache_write_step, [torch.Generator().manual_seed(0)],
-                                exit_steps=[1, 3])
+    roll = self_forcing_rollout(model.dit, model.new_cache(1), cfg, prompt, keys, refs, flow, 4,
+                                [torch.Generator().manual_seed(0)], exit_steps=[1, 3])
     assert roll.latents.requires_grad
     roll.latents[:, :, :2].sum().backward()  # chunk 1 only: its step-1 forward
     assert model.dit.head.head.weight.grad.abs().sum() > 0
@@ -123,7 +156,7 @@ def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
     assert trainer.critic_updates == 6
     assert all(int(s["step"]) == 2 for s in trainer.optimizer.state.values())  # 2 generator updates
     assert all(int(s["step"]) == 6 for s in trainer.critic_optimizer.state.values())
-    assert trainer._last_rollout.forwards == [4, 4]  # the student samples each chunk in 4 steps
+    assert trainer._last_rollout.forwards == [5, 5]  # each chunk: 4 student steps, then the clean cache write
     assert all(torch.equal(trainer.teacher.state_dict()[k], v) for k, v in teacher_w.items())  # frozen
     records = read_metrics(tmp_path / "run")
     assert [r["critic_updates"] for r in records] == [3, 6]
@@ -168,16 +201,18 @@ def test_score_noise_is_independent_of_the_rollouts_noise(tmp_path, teacher, mon
     own. Before, it came from generators seeded like the rollout's, and 87.5% of it equalled the rollout's
     initial noise shifted by one element; now no shift of it shares more than 0.05% (one element)."""
     from wantofight.train import dmd
+    from wantofight_model import rollout
 
     draws = []
     original = dmd.randn_per_sample
 
-    def recording(shape, generators, device):
-        noise = original(shape, generators, device)
+    def recording(shape, generators, device, dtype=None):
+        noise = original(shape, generators, device, dtype)
         draws.append(noise)
         return noise
 
-    monkeypatch.setattr(dmd, "randn_per_sample", recording)
+    monkeypatch.setattr(dmd, "randn_per_sample", recording)  # the losses' draws
+    monkeypatch.setattr(rollout, "randn_per_sample", recording)  # the rollouts' draws
     config = stage_config("stage3", "max_steps=1", "ema_decay=0.0")
     Stage3Trainer(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=2),
                   datasets=synthetic_datasets(), progress=False).fit()

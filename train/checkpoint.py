@@ -155,9 +155,25 @@ def commit(run_dir: Path, tmp: Path, step: int, keep_last: int) -> Path:
 # Reading
 # ---------------------------------------------------------------------------------------------
 
+SAMPLING_FIELDS = ("gradient_checkpointing", "cache_write", "cache_write_step", "context_sigma")
+"""Model-config fields that say how the weights are run, not what they are: a checkpoint initialises a
+model that differs in them (an old teacher seeds a student with the clean cache write)."""
+
+
+def saved_train_config(saved: dict) -> dict:
+    """A checkpoint's saved train config, with the model fields its model predates set to the values it
+    was made with (`LEGACY_FIELDS`): an old run resumes, and an old model samples, as before."""
+    from wantofight_model.config import LEGACY_FIELDS
+
+    train = json.loads(json.dumps(saved["train"]))
+    missing = {k: v for k, v in LEGACY_FIELDS.items() if k not in saved.get("model", {})}
+    train["model"] = {**missing, **(train.get("model") or {})}
+    return train
+
+
 def model_differences(saved: dict, mine: dict) -> list[str]:
     """Model-config fields (of `to_dict()`) in which a checkpoint's saved model differs from `mine`, as
-    "field=saved value"; gradient checkpointing is not part of the model, and a VAE named by a relative
+    "field=saved value"; `SAMPLING_FIELDS` are not part of the model, and a VAE named by a relative
     and by an absolute path of the same folder is the same VAE."""
     def vae_folder(model: dict):
         vae = dict(model.get("vae") or {})
@@ -166,7 +182,7 @@ def model_differences(saved: dict, mine: dict) -> list[str]:
         return vae
 
     mine = json.loads(json.dumps(mine))  # tuples -> lists, as saved
-    return [f"{k}={saved.get(k)!r}" for k in sorted(mine) if k != "gradient_checkpointing"
+    return [f"{k}={saved.get(k)!r}" for k in sorted(mine) if k not in SAMPLING_FIELDS
             and (vae_folder(saved) != vae_folder(mine) if k == "vae" else saved.get(k) != mine[k])]
 
 

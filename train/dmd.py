@@ -29,25 +29,19 @@ Letters: B batch, C latent channels, F latent frames, h x w latent grid, P playe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
+from wantofight_model.config import ModelConfig
 from wantofight_model.kv_cache import RollingKVCache
+from wantofight_model.rollout import CachedContext, Denoiser, randn_per_sample, rollout_chunks
 from wantofight_model.scheduler import FlowMatchScheduler
 
-# A denoiser call: (latents, timesteps, keys, ref_tokens, attention, cache, write_cache) -> velocity.
-Denoiser = Callable[..., torch.Tensor]
-
 
 # ---------------------------------------------------------------------------------------------
-# Noise draws, one generator per sample (reproducible whatever the batch split)
+# Noise levels, one generator per sample (reproducible whatever the batch split; `randn_per_sample`)
 # ---------------------------------------------------------------------------------------------
-
-def randn_per_sample(shape: Sequence[int], generators: Sequence[torch.Generator], device) -> torch.Tensor:
-    """(B, *shape) normal noise, row i drawn from generators[i]."""
-    return torch.stack([torch.randn(tuple(shape), generator=g, device=device) for g in generators])
-
 
 def dmd_sigmas(generators: Sequence[torch.Generator], flow: FlowMatchScheduler, t_min: float, t_max: float,
                device) -> torch.Tensor:
@@ -144,72 +138,31 @@ class Rollout:
     exit_steps: list[int]
     """The denoising step each chunk's output (and gradient) came from."""
     forwards: list[int] = field(default_factory=list)
-    """Denoiser calls per generated chunk (= steps)."""
+    """Denoiser calls per generated chunk (steps, + 1 with the clean cache write)."""
 
 
-def write_step_of(steps: int, cache_write_step: int) -> int:
-    """The denoising step whose keys/values enter the cache (as `StreamingGenerator`)."""
-    step = steps + cache_write_step if cache_write_step < 0 else cache_write_step
-    return min(max(step, 0), steps - 1)
-
-
-def self_forcing_rollout(denoiser: Denoiser, cache: RollingKVCache, prompt: torch.Tensor, keys: torch.Tensor,
-                         ref_tokens: torch.Tensor, flow: FlowMatchScheduler, steps: int, chunk_frames: int,
-                         chunk_latent_frames: int, cache_write_step: int,
+def self_forcing_rollout(denoiser: Denoiser, cache: RollingKVCache, config: ModelConfig, prompt: torch.Tensor,
+                         keys: torch.Tensor, ref_tokens: torch.Tensor, flow: FlowMatchScheduler, steps: int,
                          generators: Sequence[torch.Generator], exit_steps: Sequence[int] | None = None,
                          sampler: str = "x0_renoise", prompt_sigma: float = 0.0) -> Rollout:
-    """Generate the chunks after `prompt` as inference does (StreamingGenerator.generate_latents, same
-    draws in the same order per sample), keeping the gradient of each chunk's exit step.
+    """Generate the chunks after `prompt` with inference's own loop (`rollout_chunks`, same draws in the
+    same order per sample), keeping the gradient of each chunk's exit step.
 
     prompt (B, C, 1 + 2 m, h, w) clean latents; keys (B, 1 + 4 (F - 1), P, 16) cover the prompt and
     every chunk to generate (F = total latent frames); `exit_steps[c]` in [0, steps): chunk c's output
     is its x0 prediction at that step (default: the last step, i.e. exactly the inference output).
-    All steps still run, without gradient after the exit step, so the cache is written at the same
-    step as at inference.
+    All steps still run, without gradient after the exit step, so the cache is written as at inference.
     """
-    B, C, F0, h, w = prompt.shape
-    T0 = 1 + 4 * (F0 - 1)
-    n_chunks = (keys.shape[1] - T0) // chunk_frames
-    if n_chunks < 1 or T0 + n_chunks * chunk_frames != keys.shape[1]:
-        raise ValueError(f"keys of {keys.shape[1]} frames: expected the prompt's {T0} + whole chunks of {chunk_frames}")
+    F0 = prompt.shape[2]
+    T0 = 1 + config.vae_time_factor * (F0 - 1)
+    L = config.chunk_frames
+    n_chunks = (keys.shape[1] - T0) // L
+    if n_chunks < 1 or T0 + n_chunks * L != keys.shape[1]:
+        raise ValueError(f"keys of {keys.shape[1]} frames: expected the prompt's {T0} + whole chunks of {L}")
     exit_steps = list(exit_steps) if exit_steps is not None else [steps - 1] * n_chunks
     if len(exit_steps) != n_chunks or not all(0 <= e < steps for e in exit_steps):
         raise ValueError(f"exit_steps must give one step in [0, {steps}) per chunk ({n_chunks}), got {exit_steps}")
-    sigmas = flow.sigmas(steps).tolist()
-    write = write_step_of(steps, cache_write_step)
-    device = prompt.device
-
-    # The prompt enters the cache from one forward pass per chunk (chunk 0 = frame 0, then pairs).
-    bounds = [0, 1] + list(range(1 + chunk_latent_frames, F0 + 1, chunk_latent_frames))
-    with torch.no_grad():
-        for j in range(len(bounds) - 1):
-            f0, f1 = bounds[j], bounds[j + 1]
-            k0, k1 = (0 if f0 == 0 else 1 + 4 * (f0 - 1)), 1 + 4 * (f1 - 1)
-            denoiser(prompt[:, :, f0:f1], flow.timestep(prompt_sigma), keys[:, k0:k1], ref_tokens, "block_causal",
-                     cache, True)
-            cache.commit(f1 - f0)
-
-    outputs, forwards = [], []
-    for c in range(n_chunks):
-        chunk_keys = keys[:, T0 + c * chunk_frames:T0 + (c + 1) * chunk_frames]
-        x = randn_per_sample((C, chunk_latent_frames, h, w), generators, device)
-        out, calls = None, 0
-        for i in range(steps):
-            with torch.set_grad_enabled(torch.is_grad_enabled() and i == exit_steps[c]):
-                v = denoiser(x, flow.timestep(sigmas[i]), chunk_keys, ref_tokens, "block_causal", cache, i == write)
-                calls += 1
-                x0 = x - sigmas[i] * v.float()
-            if i == exit_steps[c]:
-                out = x0
-            x0 = x0.detach()
-            if sigmas[i + 1] == 0:
-                x = x0
-            elif sampler == "x0_renoise":
-                x = flow.step(x, v.detach().float(), sigmas[i], sigmas[i + 1], sampler,
-                              randn_per_sample(x.shape[1:], generators, device))
-            else:
-                x = flow.step(x, v.detach().float(), sigmas[i], sigmas[i + 1], sampler)
-        cache.commit(chunk_latent_frames)
-        outputs.append(out)
-        forwards.append(calls)
-    return Rollout(torch.cat(outputs, dim=2), exit_steps, forwards)
+    chunk_keys = (keys[:, T0 + c * L:T0 + (c + 1) * L] for c in range(n_chunks))
+    chunks = list(rollout_chunks(CachedContext(denoiser, cache), config, flow, prompt, keys[:, :T0], chunk_keys,
+                                 ref_tokens, steps, sampler, generators, prompt_sigma, exit_steps))
+    return Rollout(torch.cat([c.latents for c in chunks], dim=2), exit_steps, [c.forwards for c in chunks])

@@ -96,7 +96,7 @@ def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:
     from wantofight.train.config import TrainConfig
 
     saved = ckpt.read_config(path)
-    config = TrainConfig.from_dict(saved["train"]).model_config()
+    config = TrainConfig.from_dict(ckpt.saved_train_config(saved)).model_config()
     vae = config.vae.pretrained
     if vae is not None and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
         config = replace(config, vae=replace(config.vae, pretrained=str(path / vae)))

@@ -21,6 +21,11 @@ AttentionMode = Literal["bidirectional", "block_causal"]
 ATTENTION_MODES = ("bidirectional", "block_causal")
 SAMPLERS = ("euler", "x0_renoise")
 MASK_BACKENDS = ("dense", "flex")
+CACHE_WRITES = ("clean", "denoising-step")
+
+LEGACY_FIELDS = {"cache_write": "denoising-step"}
+"""Fields added after models were saved, with the value every model saved without them was made with:
+a saved config that lacks one loads with this value, so its outputs do not change."""
 
 
 def _check(condition: bool, message: str) -> None:
@@ -133,8 +138,14 @@ class ModelConfig:
     """Flow-matching timesteps t = 1000 sigma (Wan convention)."""
     timestep_shift: float = 5.0
     """Wan's sigma shift, sigma' = s sigma / (1 + (s - 1) sigma) (Wan2.1 T2V default 5)."""
+    cache_write: str = "clean"
+    """What a finished chunk leaves in the rolling cache (`rollout.py`): "clean" = the keys/values of one
+    extra forward pass over its x0 at `context_sigma` (Self-Forcing, CausVid); "denoising-step" = those of
+    denoising step `cache_write_step`, no extra pass (the paper's). Saved configs without it: the latter."""
     cache_write_step: int = -2
-    """Denoising step whose keys/values enter the rolling cache; -2 = penultimate (the paper's choice)."""
+    """With cache_write="denoising-step": the step that writes; -2 = penultimate (the paper's choice)."""
+    context_sigma: float = 0.0
+    """With cache_write="clean": the noise level the finished chunk is written at (0 = clean)."""
     gradient_checkpointing: bool = False
     """Recompute block activations in backward (training only)."""
     mask_backend: str = "dense"
@@ -171,6 +182,9 @@ class ModelConfig:
                f"keyboard_every={self.keyboard_every} exceeds num_blocks={self.num_blocks}: no injection point")
         _check(self.mask_backend in MASK_BACKENDS,
                f"mask_backend={self.mask_backend!r}; valid: {', '.join(MASK_BACKENDS)}")
+        _check(self.cache_write in CACHE_WRITES,
+               f"cache_write={self.cache_write!r}; valid: {', '.join(CACHE_WRITES)}")
+        _check(0 <= self.context_sigma < 1, f"context_sigma must be in [0, 1), got {self.context_sigma}")
         _check(self.timestep_shift > 0, f"timestep_shift must be > 0, got {self.timestep_shift}")
         _check(self.vae.z_dim == self.latent_channels,
                f"vae.z_dim={self.vae.z_dim} must equal latent_channels={self.latent_channels}")
@@ -212,12 +226,18 @@ class ModelConfig:
         """Tokens the rolling cache holds: the last `context_chunks` full chunks."""
         return self.context_chunks * self.tokens_per_chunk
 
+    def write_step(self, steps: int) -> int:
+        """The denoising step (0 .. steps - 1) that writes the cache with cache_write="denoising-step"."""
+        step = steps + self.cache_write_step if self.cache_write_step < 0 else self.cache_write_step
+        return min(max(step, 0), steps - 1)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelConfig":
-        data = dict(data)
+        """A saved config (`to_dict()`); fields it predates take their `LEGACY_FIELDS` value."""
+        data = {**LEGACY_FIELDS, **data}
         data["vae"] = VAEConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.get("vae", {}).items()})
         for key in ("patch_size",):
             if key in data:

@@ -4,48 +4,28 @@
         show(frames)  # (B, 3, 8, H, W): one chunk, 8 frames
 
 Each chunk starts from noise and is denoised in `steps` Euler steps over the rolling KV cache of
-the previous 2 chunks; the cache entries of a chunk are the keys/values of its penultimate
-denoising step (`config.cache_write_step`, docs/model.md), so no extra forward pass is spent on them.
-The prompt (the encoded first frames) enters the cache from one forward pass at t = 0.
+the previous 2 chunks, by the one rollout loop of `rollout.py` (which also says what a finished chunk
+leaves in the cache: `config.cache_write`). The prompt (the encoded first frames) enters the cache
+from one forward pass at t = 0.
 
 `use_cache=False` is the reference path: every denoising step recomputes a full block-causal
 forward over the whole sequence so far (each earlier chunk at the state and noise level of its
-cache-write step). Both paths give the same chunks (tests) and the bench compares their speed.
+cache-writing pass). Both paths give the same chunks (tests) and the bench compares their speed.
 
 Letters: B batch, C latent channels, F latent frames, h x w latent grid, P players.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import torch
 
 from wantofight_model.config import SAMPLERS
 from wantofight_model.model import WanToFight
+from wantofight_model.rollout import CachedContext, RecomputedContext, rollout_chunks
 from wantofight_model.scheduler import FlowMatchScheduler
 from wantofight_model.vae import WanVAE
-
-DenoiseFn = Callable[[torch.Tensor, float, bool], torch.Tensor]
-
-
-@dataclass
-class _History:
-    """Reference path only: every chunk so far, as the cache would have seen it."""
-
-    states: list[torch.Tensor] = field(default_factory=list)
-    timesteps: list[torch.Tensor] = field(default_factory=list)
-    keys: list[torch.Tensor] = field(default_factory=list)
-    pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-    """The current chunk's (state, timesteps, keys) at its cache-write step, added by `commit`."""
-
-    def commit(self) -> None:
-        state, timesteps, keys = self.pending
-        self.states.append(state)
-        self.timesteps.append(timesteps)
-        self.keys.append(keys)
-        self.pending = None
 
 
 class StreamingGenerator:
@@ -88,69 +68,13 @@ class StreamingGenerator:
         model), matching a trainer that used context-noise augmentation.
         """
         config = self.model.config
-        B, C, F0, h, w = prompt.shape
-        per_chunk = config.chunk_latent_frames
-        if (F0 - 1) % per_chunk:
-            raise ValueError(f"prompt of {F0} latent frames: expected 1 + {per_chunk} m (chunk 0 + whole chunks)")
-        P = config.num_players
         if prompt_keys is None:
-            prompt_keys = torch.zeros(B, 1 + config.vae_time_factor * (F0 - 1), P, config.num_keys,
+            B, _, F0 = prompt.shape[:3]
+            prompt_keys = torch.zeros(B, 1 + config.vae_time_factor * (F0 - 1), config.num_players, config.num_keys,
                                       device=prompt.device, dtype=prompt.dtype)
-        ref_tokens = self.model.encode_references(references)
-        sigmas = self.scheduler.sigmas(steps).tolist()
-        write_step = min(max(steps + config.cache_write_step if config.cache_write_step < 0
-                             else config.cache_write_step, 0), steps - 1)
-
-        cache = self.model.new_cache(B) if use_cache else None
-        history = None if use_cache else _History()
-
-        def denoiser(keys: torch.Tensor) -> DenoiseFn:
-            if use_cache:
-                return lambda x, sigma, write: self.model.dit(x, self.scheduler.timestep(sigma), keys, ref_tokens,
-                                                              "block_causal", cache, write)
-            return lambda x, sigma, write: self._recompute(history, x, sigma, write, keys, ref_tokens)
-
-        def close_chunk(num_frames: int) -> None:
-            if use_cache:
-                cache.commit(num_frames)
-            else:
-                history.commit()
-
-        # Prompt chunks enter the context from one forward pass each, at noise level prompt_sigma.
-        if prompt_sigma > 0:
-            noise = torch.randn(prompt.shape, generator=generator, device=prompt.device, dtype=prompt.dtype)
-            prompt = self.scheduler.add_noise(prompt, noise, prompt_sigma)
-        bounds = [0, 1] + list(range(1 + per_chunk, F0 + 1, per_chunk))
-        frame_bounds = [0 if f == 0 else 1 + config.vae_time_factor * (f - 1) for f in bounds]
-        for j in range(len(bounds) - 1):
-            keys = prompt_keys[:, frame_bounds[j]:frame_bounds[j + 1]]
-            denoiser(keys)(prompt[:, :, bounds[j]:bounds[j + 1]], prompt_sigma, True)
-            close_chunk(bounds[j + 1] - bounds[j])
-
-        for keys in keys_stream:
-            if keys.shape[1] != config.chunk_frames:
-                raise ValueError(f"each keys entry must cover one chunk of {config.chunk_frames} frames, "
-                                 f"got shape {tuple(keys.shape)}")
-            denoise = denoiser(keys.to(prompt))
-            x = torch.randn((B, C, per_chunk, h, w), generator=generator, device=prompt.device, dtype=prompt.dtype)
-            for i in range(steps):
-                velocity = denoise(x, sigmas[i], i == write_step)
-                noise = None
-                if self.sampler == "x0_renoise" and sigmas[i + 1] > 0:
-                    noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
-                x = self.scheduler.step(x, velocity, sigmas[i], sigmas[i + 1], self.sampler, noise)
-            close_chunk(per_chunk)
-            yield x
-
-    def _recompute(self, history: _History, x: torch.Tensor, sigma: float, write: bool, keys: torch.Tensor,
-                   ref_tokens: torch.Tensor) -> torch.Tensor:
-        """Reference denoiser: full block-causal forward over every chunk so far plus `x`."""
-        B, _, F = x.shape[:3]
-        t = self.scheduler.timestep(sigma).to(x.device).expand(B, F)  # (B, F)
-        states = torch.cat(history.states + [x], dim=2)  # (B, C, F_all, h, w)
-        timesteps = torch.cat(history.timesteps + [t], dim=1)  # (B, F_all)
-        all_keys = torch.cat(history.keys + [keys], dim=1)  # (B, T_all, P, 16)
-        velocity = self.model.dit(states, timesteps, all_keys, ref_tokens, "block_causal")[:, :, -F:]
-        if write:
-            history.pending = (x, t, keys)
-        return velocity
+        dit = self.model.dit
+        context = CachedContext(dit, self.model.new_cache(prompt.shape[0])) if use_cache else RecomputedContext(dit)
+        for chunk in rollout_chunks(context, config, self.scheduler, prompt, prompt_keys, keys_stream,
+                                    self.model.encode_references(references), steps, self.sampler, generator,
+                                    prompt_sigma):
+            yield chunk.latents

@@ -6,8 +6,9 @@ the keyboard window of the next chunk reaches back to. Every buffer is allocated
 config, so memory is constant however long the rollout.
 
 Protocol, per generated chunk:
-    1. denoising steps read `context(block)`; the step chosen by `config.cache_write_step`
-       (penultimate by default) also calls `stage(block, k, v)` with the chunk's keys/values;
+    1. denoising steps read `context(block)`; the chunk's writing pass (`config.cache_write`, decided in
+       `rollout.py`: an extra pass over the finished chunk, or one denoising step) also calls
+       `stage(block, k, v)` with the chunk's keys/values;
     2. `stage_keyboard(latents)` once with the chunk's (bound) keyboard latents;
     3. `commit(num_frames)` after the chunk is done: staged entries join the context, the oldest
        chunk falls out, `next_frame` advances.
