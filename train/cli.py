@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, fail
+from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, OVERWRITE_OPTION, fail
 
 app = typer.Typer(help="Train WanToFight: stage1 (bidirectional), stage2 (causal), stage3 (DMD).", no_args_is_help=True)
 
@@ -25,6 +25,7 @@ def stage1(
     steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps to train to (default: the preset's)."),
     max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly where its last checkpoint stopped."),
+    overwrite: bool = OVERWRITE_OPTION,
     init_from: Optional[Path] = typer.Option(None, "--init-from", help="Local Wan2.1 checkpoint (file or folder) for the backbone."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of config fields applied over the preset."),
     set_: List[str] = typer.Option([], "--set", help="Override a config field: --set optim.lr=1e-4 (repeatable)."),
@@ -41,4 +42,4 @@ def stage1(
 
     run_stage("stage1", preset=preset, data=data, out=out, max_steps=step_count(steps, max_steps), resume=resume,
               init_from=init_from, config_file=config_file, sets=set_, device=resolve_device(device), progress=progress,
-              fail=fail)
+              overwrite=overwrite, fail=fail)

@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, console, fail, step_count, wrote
+from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, OVERWRITE_OPTION, console, fail, step_count, wrote
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,6 +106,7 @@ def stage2_command(
     steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps to train to (default: the preset's)."),
     max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly."),
+    overwrite: bool = OVERWRITE_OPTION,
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the preset."),
     set_: List[str] = typer.Option([], "--set", help="Override a config field (repeatable)."),
     device: str = DEVICE_OPTION,
@@ -118,7 +119,8 @@ def stage2_command(
     if init_from is None and not resume:
         fail("stage2 starts from a stage-1 checkpoint: pass --init-from STAGE1_RUN_OR_CKPT (or --resume)")
     run_stage("stage2", preset=preset, data=data, out=out, max_steps=step_count(steps, max_steps), resume=resume,
-              init_from=init_from, config_file=config_file, sets=set_, device=resolve_device(device), progress=progress, fail=fail)
+              init_from=init_from, config_file=config_file, sets=set_, device=resolve_device(device), progress=progress,
+              overwrite=overwrite, fail=fail)
 
 
 def stage3_command(
@@ -129,6 +131,7 @@ def stage3_command(
     steps: Optional[int] = typer.Option(None, "--steps", help="Generator steps to train to (default: the preset's)."),
     max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out exactly (the teacher path is recorded)."),
+    overwrite: bool = OVERWRITE_OPTION,
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the preset."),
     set_: List[str] = typer.Option([], "--set", help="Override a field, dmd.* included: --set dmd.critic_steps=5."),
     device: str = DEVICE_OPTION,
@@ -146,7 +149,7 @@ def stage3_command(
     steps = step_count(steps, max_steps)
     try:
         train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=steps, resume=resume,
-                     config_file=config_file, sets=set_, device=resolve_device(device), progress=progress)
+                     config_file=config_file, sets=set_, device=resolve_device(device), progress=progress, overwrite=overwrite)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
@@ -167,6 +170,7 @@ def decoder_command(
     gt_weight: float = typer.Option(0.5, "--gt-weight", help="Weight of the ground-truth frame loss (clip data)."),
     preset: str = typer.Option("tiny", "--preset", help="Model preset whose resolution the clips are resized to."),
     size: Optional[str] = typer.Option(None, "--size", help="Resize clips to HEIGHTxWIDTH instead (e.g. the size of a `wtf train vae` VAE)."),
+    overwrite: bool = OVERWRITE_OPTION,
 ) -> None:
     """Structured pruning of the Wan VAE decoder, fine-tuned against the full decoder and the frames."""
     from wantofight.train.data import DataError
@@ -180,7 +184,8 @@ def decoder_command(
             from wantofight.train.game_vae import parse_size
 
             hw = parse_size(size)
-        train_decoder(vae, data, out, config, preset, log=lambda m: console.print(m, highlight=False), size=hw)
+        train_decoder(vae, data, out, config, preset, log=lambda m: console.print(m, highlight=False), size=hw,
+                      overwrite=overwrite)
     except (PruningError, DataError, FileNotFoundError, ValueError) as err:
         fail(str(err))
 
@@ -192,6 +197,7 @@ def vae_command(
     steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps (default 2000)."),
     max_steps: Optional[int] = MAX_STEPS_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run into --out."),
+    overwrite: bool = OVERWRITE_OPTION,
     config_file: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON config fields over the defaults."),
     set_: List[str] = typer.Option([], "--set", help="Override a field: --set vae.crop=0, --set model.vae.base_dim=32, --set optim.lr=5e-4."),
     device: str = DEVICE_OPTION,
@@ -208,7 +214,8 @@ def vae_command(
 
     steps = step_count(steps, max_steps)
     try:
-        train_vae(data, out, parse_size(size), steps, set_, config_file, resume, resolve_device(device), progress)
+        train_vae(data, out, parse_size(size), steps, set_, config_file, resume, resolve_device(device), progress,
+                  overwrite=overwrite)
     except KeyboardInterrupt:
         raise typer.Exit(130)
     except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:

@@ -35,15 +35,17 @@ def resolve(stage: str, preset: str, out: Path, resume: bool, config_file=None, 
     if resume:
         found = ckpt.latest_checkpoint(out)
         if found is not None:
-            base = ckpt.read_config(found)["train"]
+            base = ckpt.saved_train_config(ckpt.read_config(found))
     return resolve_config(preset, file=config_file, sets=list(sets), base=base, stage=stage, max_steps=max_steps)
 
 
 def train(stage: str, *, preset: str, data: Path | None, out: Path, max_steps: int | None = None,
           resume: bool = False, init_from: Path | None = None, config_file: Path | None = None,
           sets=(), device: str | None = None, progress: bool = True, datasets=None,
-          teacher: Path | None = None) -> dict:
-    """Stage 3 starts from `teacher` (not `init_from`) and also takes `dmd.*` sets (`train_stage3`)."""
+          teacher: Path | None = None, overwrite: bool = False) -> dict:
+    """Stage 3 starts from `teacher` (not `init_from`) and also takes `dmd.*` sets (`train_stage3`). With
+    `overwrite` an existing `out` is replaced once the new run is complete (wantofight/outputs.py)."""
+    from wantofight import outputs
     from wantofight.train.config import ConfigError
 
     if stage == "stage3":
@@ -52,12 +54,13 @@ def train(stage: str, *, preset: str, data: Path | None, out: Path, max_steps: i
         if init_from is not None:
             raise ConfigError("stage3 starts from its teacher (--teacher), not from init_from")
         return train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=max_steps, resume=resume,
-                            config_file=config_file, sets=sets, device=device, progress=progress, datasets=datasets)
+                            config_file=config_file, sets=sets, device=device, progress=progress, datasets=datasets,
+                            overwrite=overwrite)
     if teacher is not None:
         raise ConfigError(f"{stage} has no teacher; only stage3 does")
-    config = resolve(stage, preset, out, resume, config_file, sets, max_steps)
+    config = resolve(stage, preset, outputs.claim(out, overwrite, resume=True), resume, config_file, sets, max_steps)
     trainer = trainer_class(stage)(config, data, out, resume=resume, init_from=init_from, device=device,
-                                   progress=progress, datasets=datasets)
+                                   progress=progress, datasets=datasets, overwrite=overwrite)
     return trainer.fit()
 
 

@@ -136,10 +136,12 @@ class Stage3Trainer(Stage2Trainer):
 
     def __init__(self, config, data, run_dir, *, teacher: str | Path | None = None, dmd: DMDConfig | None = None,
                  resume: bool = False, **kwargs):
-        run_dir = Path(run_dir)
+        from wantofight import outputs
+
+        run = outputs.claim(run_dir, kwargs.get("overwrite", False), resume=True)  # the run --resume continues
         saved = None
-        if resume and ckpt.latest_checkpoint(run_dir) is not None:
-            saved = ckpt.read_config(ckpt.latest_checkpoint(run_dir))
+        if resume and ckpt.latest_checkpoint(run) is not None:
+            saved = ckpt.read_config(ckpt.latest_checkpoint(run))
         if teacher is None:
             if saved is None:
                 raise TrainError("stage3 needs --teacher STAGE2_CKPT (a stage-2 run or checkpoint folder)")
@@ -189,9 +191,8 @@ class Stage3Trainer(Stage2Trainer):
             exits = torch.randint(self.dmd.student_steps, (n_chunks,), generator=shared, device=self.device).tolist()
         cache = RollingKVCache.from_config(m, B, self.device, torch.float32)
         with self.autocast():
-            return self_forcing_rollout(self.wrapped, cache, z[:, :, :1], batch["keys"], batch["ref_tokens"],
-                                        self.flow_sampling, self.dmd.student_steps, m.chunk_frames,
-                                        m.chunk_latent_frames, m.cache_write_step, gens, exits, self.dmd.sampler)
+            return self_forcing_rollout(self.wrapped, cache, m, z[:, :, :1], batch["keys"], batch["ref_tokens"],
+                                        self.flow_sampling, self.dmd.student_steps, gens, exits, self.dmd.sampler)
 
     def phase_generators(self, step: int, phase: int, micro: int, batch_size: int,
                          purpose: str = "rollout") -> list[torch.Generator]:
@@ -325,16 +326,18 @@ class Stage3Trainer(Stage2Trainer):
 
 
 def train_stage3(*, preset: str, data, out: Path, teacher=None, max_steps=None, resume=False, config_file=None,
-                 sets=(), device=None, progress=True, datasets=None) -> dict:
+                 sets=(), device=None, progress=True, datasets=None, overwrite=False) -> dict:
     """`wtf train stage3` as a library call (tests call it directly)."""
+    from wantofight import outputs
     from wantofight.train.run import resolve
 
     dmd_sets, other = split_sets(sets)
     base = None
-    if resume and ckpt.latest_checkpoint(out) is not None:
-        base = ckpt.read_config(ckpt.latest_checkpoint(out)).get("dmd")
+    run = outputs.claim(out, overwrite, resume=True)  # the run --resume continues
+    if resume and ckpt.latest_checkpoint(run) is not None:
+        base = ckpt.read_config(ckpt.latest_checkpoint(run)).get("dmd")
     dmd = resolve_dmd(dmd_sets, base)
-    config = resolve("stage3", preset, out, resume, config_file, other, max_steps)
+    config = resolve("stage3", preset, run, resume, config_file, other, max_steps)
     trainer = Stage3Trainer(config, data, out, teacher=teacher, dmd=dmd, resume=resume, device=device,
-                            progress=progress, datasets=datasets)
+                            progress=progress, datasets=datasets, overwrite=overwrite)
     return trainer.fit()
