@@ -119,3 +119,49 @@ def test_a_failed_run_leaves_no_out_folder(stage, dataset, tmp_path):
                                           str(no_init), *start[stage], *FAST])
         assert result.exit_code == 2, result.output
         assert not no_init.exists()
+
+
+def test_every_set_is_typed_by_its_field_through_every_command(tmp_path, monkeypatch):
+    """One `--set` parser for stages 1-3, the VAE and the decoder: `1e-4` (a string to YAML 1.1) is the
+    float the field declares, and a word for an integer field is one line naming the field and its type.
+    The trainers are stopped as they are built, with the config they were given."""
+    from wantofight.train import pruned_decoder
+    from wantofight.train.trainer import Trainer, TrainError
+
+    seen = {}
+
+    def capture(self, config, *args, **kwargs):
+        seen.update(lr=config.optim.lr, dmd=getattr(self, "dmd", None), vae=getattr(self, "settings", None))
+        raise TrainError("stopped before training")
+
+    def capture_decoder(vae, data, out, config, *args, **kwargs):
+        seen.update(lr=config.lr)
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(Trainer, "__init__", capture)
+    monkeypatch.setattr(pruned_decoder, "train_decoder", capture_decoder)
+    data, source = tmp_path / "data", tmp_path / "run"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")  # a curriculum folder to the VAE's check; nothing is read
+    source.mkdir()
+    commands = {
+        "stage1": (["train", "stage1"], "optim.lr", "data.batch_size"),
+        "stage2": (["train", "stage2", "--init-from", str(source)], "optim.lr", "data.batch_size"),
+        "stage3": (["train", "stage3", "--teacher", str(source)], "optim.lr", "dmd.critic_steps"),
+        "vae": (["train", "vae"], "optim.lr", "vae.eval_windows"),
+        "decoder": (["train", "decoder"], "decoder.lr", "decoder.seed"),
+    }
+    runner = CliRunner()
+    for name, (command, float_field, int_field) in commands.items():
+        args = [*command, "--data", str(data), "--out", str(tmp_path / name)]
+        seen.clear()
+        typed = runner.invoke(app, [*args, "--set", f"{float_field}=1e-4", "--set", "dmd.critic_lr=2e-4"
+                                    if name == "stage3" else f"{float_field}=1e-4"])
+        assert "stopped before training" in typed.output, (name, typed.output)
+        assert type(seen["lr"]) is float and seen["lr"] == 1e-4, (name, seen)
+        if name == "stage3":
+            assert type(seen["dmd"].critic_lr) is float and seen["dmd"].critic_lr == 2e-4
+        bad = runner.invoke(app, [*args, "--set", f"{int_field}=abc"])
+        lines = [line for line in bad.output.splitlines() if line.strip()]
+        assert bad.exit_code == 2 and len(lines) == 1, (name, bad.output)
+        assert f"{int_field} must be an integer, got 'abc'" in lines[0], (name, bad.output)

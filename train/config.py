@@ -243,7 +243,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
-        return _build(cls, data, "")
+        return build_config(cls, data, "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,7 +301,8 @@ def _hints(cls) -> dict[str, Any]:
 
 
 def _coerce(value: Any, hint: Any, name: str) -> Any:
-    """Turn a parsed YAML value into the field's declared type (tuples, nested dataclasses, floats)."""
+    """Turn a parsed YAML value (a file's or a `--set`'s) into the field's declared type (tuples, nested
+    dataclasses, floats), or fail naming the field and the type it needs."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if hint is Any:
@@ -313,7 +314,7 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
         return _coerce(value, inner[0], name)
     if is_dataclass(hint):
         _check(isinstance(value, dict), f"{name} must be a mapping, got {value!r}")
-        return _build(hint, value, name + ".")
+        return build_config(hint, value, name + ".")
     if origin is tuple:
         _check(isinstance(value, (list, tuple)), f"{name} must be a list, got {value!r}")
         return tuple(_coerce(v, args[0], name) for v in value)
@@ -324,6 +325,11 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
         _check(isinstance(value, dict), f"{name} must be a mapping, got {value!r}")
         return dict(value)
     if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as a string; the field says it is a number
+            try:
+                value = float(value)
+            except ValueError:
+                pass
         _check(isinstance(value, (int, float)) and not isinstance(value, bool), f"{name} must be a number, got {value!r}")
         return float(value)
     if hint is int:
@@ -338,7 +344,9 @@ def _coerce(value: Any, hint: Any, name: str) -> Any:
     return value
 
 
-def _build(cls, data: dict, prefix: str):
+def build_config(cls, data: dict, prefix: str = ""):
+    """Dataclass `cls` from a dict of its fields, each coerced to its declared type; an unknown field
+    lists the valid ones. `prefix` names the section in messages (`optim.`)."""
     hints = _hints(cls)
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - names)
@@ -359,40 +367,79 @@ def _merge(base: dict, update: dict) -> dict:
     return out
 
 
-def parse_set(assignment: str) -> tuple[list[str], Any]:
-    """`optim.lr=1e-4` -> (["optim", "lr"], 1e-4); the value is parsed as YAML (numbers, lists, null)."""
-    import yaml
-
+def parse_set(assignment: str) -> tuple[list[str], str]:
+    """`optim.lr=1e-4` -> (["optim", "lr"], "1e-4"): the key's path and the value's text, which
+    `apply_sets` types by the field the path names. The one `--set` parser of every trainer."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected key=value, e.g. optim.lr=1e-4")
-    key, raw = assignment.split("=", 1)
+    key, text = assignment.split("=", 1)
     path = [p for p in key.strip().split(".") if p]
     _check(bool(path), f"--set {assignment!r}: empty key")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        raise ConfigError(f"--set {assignment!r}: cannot parse the value ({err})") from err
-    if isinstance(value, str):  # YAML reads 1e-4 as a string; numbers in scientific notation are common here
-        try:
-            value = float(value) if any(ch in value for ch in "eE.") else value
-        except ValueError:
-            pass
-    return path, value
+    return path, text
 
 
-def _set_path(data: dict, path: list[str], value: Any) -> None:
-    node = data
-    for i, part in enumerate(path[:-1]):
-        if part not in node or not isinstance(node[part], dict):
-            if path[0] == "model":  # model overrides are free-form (validated by ModelConfig), vae nested
+def split_sets(sets, section: str) -> tuple[list[str], list[str]]:
+    """(`SECTION.*` assignments, the others) of a `--set` list: stage 3's `dmd.*`, the VAE's `vae.*` and
+    the decoder's `decoder.*` settings are configs of their own beside the `TrainConfig`."""
+    mine = [s for s in sets if s.strip().startswith(section + ".")]
+    return mine, [s for s in sets if not s.strip().startswith(section + ".")]
+
+
+def _section_type(owner, name: str, hint: Any):
+    """The dataclass whose fields `name.*` sets, or None when `name` is a plain field."""
+    if owner is TrainConfig and name == "model":  # a dict of overrides, each a ModelConfig field
+        from wantofight_model.config import ModelConfig
+
+        return ModelConfig
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
+    return hint if is_dataclass(hint) else None
+
+
+def apply_sets(cls, data: dict, sets, section: str = "") -> dict:
+    """Apply `--set` assignments to `data`, a dict of dataclass `cls`'s fields (in place, and returned).
+    Each value is read as YAML and then coerced to the declared type of the field it names (so
+    `optim.lr=1e-4`, a string to YAML, is the float 1e-4); `section` is the key's first part when `cls`
+    is a config of its own (`dmd`, `vae`, `decoder`). An unknown field lists the valid ones; a value of
+    the wrong type names the field and the type it needs."""
+    import yaml
+
+    for assignment in sets:
+        path, text = parse_set(assignment)
+        key = ".".join(path)
+        if section:
+            _check(path[0] == section and len(path) > 1, f"--set {key}: not a {section}.* field; valid: "
+                                                         f"{', '.join(sorted(section + '.' + f.name for f in fields(cls)))}")
+            path = path[1:]
+        node, owner, prefix = data, cls, section + "." if section else ""
+        for i, part in enumerate(path):
+            hints = _hints(owner)
+            if part not in hints:
+                what = "model field" if prefix.startswith("model.") else "field"
+                raise ConfigError(f"--set {key}: unknown {what}; valid here: "
+                                  f"{', '.join(sorted(prefix + f.name for f in fields(owner)))}")
+            sub = _section_type(owner, part, hints[part])
+            if i == len(path) - 1:
+                try:
+                    value = yaml.safe_load(text) if text.strip() else ""
+                except yaml.YAMLError as err:
+                    raise ConfigError(f"--set {assignment!r}: cannot parse the value ({err})") from err
+                if value is not None and not isinstance(value, str) and str in (hints[part], *typing.get_args(hints[part])):
+                    value = text.strip()  # a string field takes the text as written (a folder named 2024, `yes`)
+                if sub is not None:  # a whole section given as a mapping, checked when the config is built
+                    _check(isinstance(value, dict), f"{prefix}{part} must be a mapping, got {value!r}")
+                    node[part] = value
+                else:
+                    node[part] = _coerce(value, hints[part], prefix + part)
+                break
+            if sub is None:
+                sections = [prefix + n for n, h in hints.items() if _section_type(owner, n, h)]
+                raise ConfigError(f"--set {key}: {prefix}{part} is a field, not a section"
+                                  + (f"; sections here: {', '.join(sorted(sections))}" if sections else ""))
+            if not isinstance(node.get(part), dict):  # model overrides hold only the fields given
                 node[part] = {}
-            else:
-                raise ConfigError(f"--set {'.'.join(path)}: {'.'.join(path[:i + 1])} is not a section; sections: "
-                                  f"{', '.join(k for k, v in data.items() if isinstance(v, dict))}")
-        node = node[part]
-    if path[0] != "model" and path[-1] not in node:
-        raise ConfigError(f"--set {'.'.join(path)}: unknown field; valid here: {', '.join(sorted(node))}")
-    node[path[-1]] = value
+            node, owner, prefix = node[part], sub, prefix + part + "."
+    return data
 
 
 def load_file(path: str | Path) -> dict:
@@ -423,9 +470,7 @@ def resolve_config(preset: str, file: str | Path | None = None, sets: list[str] 
     for key, value in fields_.items():
         if value is not None:
             data[key] = value
-    for assignment in sets:
-        path, value = parse_set(assignment)
-        _set_path(data, path, value)
+    apply_sets(TrainConfig, data, sets)
     config = TrainConfig.from_dict(data)
     config.model_config()  # validate the model overrides now, with a config error
     return config
@@ -440,6 +485,6 @@ def format_config(config: TrainConfig) -> str:
 
 __all__ = [
     "ConfigError", "TrainConfig", "OptimConfig", "DataConfig", "ContextConfig", "CheckpointConfig",
-    "ValidationConfig", "TRAIN_PRESETS", "train_preset", "resolve_config", "parse_set", "format_config",
-    "load_file",
+    "ValidationConfig", "TRAIN_PRESETS", "train_preset", "resolve_config", "parse_set", "apply_sets",
+    "build_config", "split_sets", "format_config", "load_file",
 ]

@@ -38,7 +38,7 @@ from torch import nn
 from wantofight import outputs
 from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its checkpoints there until complete
 from wantofight.train import checkpoint as ckpt
-from wantofight.train.config import ConfigError, TrainConfig, parse_set
+from wantofight.train.config import ConfigError, TrainConfig, apply_sets, build_config, split_sets
 from wantofight.train.trainer import StepStats, Trainer, TrainError
 
 REPORT_FORMAT = "wantofight-game-vae/1"
@@ -151,23 +151,11 @@ def default_config(size: tuple[int, int] = (128, 128)) -> TrainConfig:
     )
 
 
-def split_sets(sets) -> tuple[list[str], list[str]]:
-    """(`vae.*` assignments, the others) of a `--set` list."""
-    mine = [s for s in sets if s.strip().startswith("vae.")]
-    return mine, [s for s in sets if not s.strip().startswith("vae.")]
-
-
 def resolve_vae_settings(sets, base: dict | None = None) -> VAETrainConfig:
     """VAETrainConfig from the defaults (or a resumed run's saved ones) and `vae.*` assignments."""
-    data = asdict(VAETrainConfig()) if base is None else dict(base)
-    for assignment in sets:
-        path, value = parse_set(assignment)
-        if len(path) != 2 or path[1] not in data:
-            raise ConfigError(f"--set {assignment}: unknown field; valid: {', '.join('vae.' + k for k in data)}")
-        current = data[path[1]]
-        data[path[1]] = float(value) if isinstance(current, float) and isinstance(value, int) else value
+    data = apply_sets(VAETrainConfig, asdict(VAETrainConfig()) if base is None else dict(base), sets, "vae")
     try:
-        return VAETrainConfig(**data)
+        return build_config(VAETrainConfig, data, "vae.")
     except TypeError as err:
         raise ConfigError(f"vae: {err}") from err
 
@@ -656,7 +644,7 @@ def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 1
     if not resume and found is not None:
         raise TrainError(f"an interrupted run for {out} is in {run_dir}: pass --resume to continue it, or delete "
                          "that folder")
-    vae_sets, other = split_sets(sets)
+    vae_sets, other = split_sets(sets, "vae")
     saved = ckpt.read_config(found) if resume else None
     base = saved["train"] if saved else default_config(size).to_dict()
     if saved is None:

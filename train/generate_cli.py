@@ -171,14 +171,15 @@ def decoder_command(
     preset: str = typer.Option("tiny", "--preset", help="Model preset whose resolution the clips are resized to."),
     size: Optional[str] = typer.Option(None, "--size", help="Resize clips to HEIGHTxWIDTH instead (e.g. the size of a `wtf train vae` VAE)."),
     overwrite: bool = OVERWRITE_OPTION,
+    set_: List[str] = typer.Option([], "--set", help="Override a field: --set decoder.seed=1, --set decoder.eval_items=8 (repeatable)."),
 ) -> None:
     """Structured pruning of the Wan VAE decoder, fine-tuned against the full decoder and the frames."""
     from wantofight.train.data import DataError
-    from wantofight.train.pruned_decoder import DecoderTrainConfig, PruningError, train_decoder
+    from wantofight.train.pruned_decoder import PruningError, resolve_decoder_settings, train_decoder
 
     try:
-        config = DecoderTrainConfig(keep_ratio=keep, steps=steps, lr=lr, batch_size=batch_size, frames=frames,
-                                    gt_weight=gt_weight)
+        config = resolve_decoder_settings(set_, keep_ratio=keep, steps=steps, lr=lr, batch_size=batch_size,
+                                          frames=frames, gt_weight=gt_weight)
         hw = None
         if size is not None:
             from wantofight.train.game_vae import parse_size

@@ -237,6 +237,15 @@ class DecoderTrainConfig:
             raise PruningError(f"--frames must be 1 + 4 k (the Wan VAE's time grid), got {self.frames}")
 
 
+def resolve_decoder_settings(sets=(), **flags) -> DecoderTrainConfig:
+    """DecoderTrainConfig from the command's flags and the `--set decoder.FIELD=VALUE` assignments over
+    them (the fields without a flag of their own: `seed`, `eval_items`)."""
+    from wantofight.train.config import apply_sets, build_config
+
+    data = apply_sets(DecoderTrainConfig, asdict(DecoderTrainConfig(**flags)), sets, "decoder")
+    return build_config(DecoderTrainConfig, data, "decoder.")
+
+
 @dataclass
 class DecoderReport:
     full_parameters: int

@@ -56,7 +56,7 @@ import torch
 from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
 from wantofight.train.collapse import CollapseConfig, CollapseDetector
-from wantofight.train.config import ConfigError, parse_set
+from wantofight.train.config import ConfigError, apply_sets, build_config, split_sets
 from wantofight.train.dmd import critic_loss, generator_loss, self_forcing_rollout
 from wantofight.train.stage2 import Stage2Trainer, load_trainer_weights
 from wantofight.train.trainer import StepStats, TrainError
@@ -99,28 +99,11 @@ class DMDConfig:
             raise ConfigError(f"dmd.t_min={self.t_min}, dmd.t_max={self.t_max}: need 0 <= t_min < t_max <= 1")
 
 
-def split_sets(sets) -> tuple[list[str], list[str]]:
-    """(`dmd.*` assignments, the others) of a `--set` list."""
-    dmd = [s for s in sets if s.strip().startswith("dmd.")]
-    return dmd, [s for s in sets if not s.strip().startswith("dmd.")]
-
-
 def resolve_dmd(sets, base: dict | None = None) -> DMDConfig:
     """DMDConfig from defaults (or a resumed run's saved settings) and `dmd.*` assignments."""
-    data = asdict(DMDConfig()) if base is None else copy.deepcopy(base)
-    for assignment in sets:
-        path, value = parse_set(assignment)
-        node = data
-        for part in path[1:-1]:
-            if not isinstance(node.get(part), dict):
-                raise ConfigError(f"--set {assignment}: {part} is not a section of dmd")
-            node = node[part]
-        if path[-1] not in node or len(path) < 2:
-            raise ConfigError(f"--set {assignment}: unknown field; valid here: {', '.join(sorted(node))}")
-        node[path[-1]] = type(node[path[-1]])(value) if isinstance(node[path[-1]], (int, float)) and \
-            not isinstance(node[path[-1]], bool) else value
+    data = apply_sets(DMDConfig, asdict(DMDConfig()) if base is None else copy.deepcopy(base), sets, "dmd")
     try:
-        return DMDConfig(**data)
+        return build_config(DMDConfig, data, "dmd.")
     except (TypeError, ValueError) as err:
         raise ConfigError(f"dmd: {err}") from err
 
@@ -331,7 +314,7 @@ def train_stage3(*, preset: str, data, out: Path, teacher=None, max_steps=None, 
     from wantofight import outputs
     from wantofight.train.run import resolve
 
-    dmd_sets, other = split_sets(sets)
+    dmd_sets, other = split_sets(sets, "dmd")
     base = None
     run = outputs.claim(out, overwrite, resume=True)  # the run --resume continues
     if resume and ckpt.latest_checkpoint(run) is not None:
