@@ -195,29 +195,23 @@ def contact_sheet(view: ClipView, scale: int = 2, every: int | None = None, colu
 
 
 def write_mp4(out: Path, chunks, fps: int, crf: int = 18, progress=None) -> None:
-    """(T, H, W, 3) uint8 chunks → a browser-playable MP4 (H.264 yuv420p, index first so it streams),
-    written under a temporary name and renamed."""
-    import av
+    """(T, H, W, 3) uint8 chunks → a browser-playable MP4 (the project's one writer as a lossy preview:
+    H.264 yuv420p, index first so it streams), written under a temporary name and renamed."""
+    from wantofight.collect.episode_files import VideoWriter
 
     out = Path(out)
     tmp = out.with_name(f".tmp-{out.name}")
-    container = av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"})
-    stream = None
+    writer = None
     for chunk in chunks:
-        if stream is None:
-            stream = container.add_stream("libx264", rate=int(fps))
-            stream.height, stream.width = chunk.shape[1], chunk.shape[2]
-            stream.pix_fmt = "yuv420p"
-            stream.options = {"crf": str(crf), "preset": "veryfast"}
+        if writer is None:  # the size is the first chunk's
+            writer = VideoWriter(tmp, int(fps), chunk.shape[2], chunk.shape[1], preview_crf=crf)
         for rgb in chunk:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")):
-                container.mux(packet)
+            writer.write(rgb)
         if progress is not None:
             progress(len(chunk))
-    if stream is not None:
-        for packet in stream.encode():
-            container.mux(packet)
-    container.close()
+    if writer is None:
+        raise InspectError(f"{out}: no frames to write")
+    writer.close()
     os.replace(tmp, out)
 
 

@@ -29,25 +29,38 @@ TMP_PREFIX = ".tmp-"
 VIDEO_CODEC = "libx264rgb"
 VIDEO_OPTIONS = {"crf": "0", "preset": "ultrafast"}
 """Lossless RGB H.264: every decoded pixel equals the emulator's (checked by `wtf replay --verify`)."""
+PREVIEW_CODEC = "libx264"
+PREVIEW_OPTIONS = {"preset": "veryfast"}
+"""Lossy H.264 for previews people watch (`wtf inspect-clip`, the gallery, the benchmark's videos)."""
 
 
 class VideoWriter:
-    """Streams RGB frames into a lossless H.264 MP4 (one encoder thread: workers scale by process).
+    """Streams RGB frames into an MP4: every MP4 the project writes goes through this class.
 
+    The default is the recordings' lossless H.264 in RGB, bit-exact (equal frames give equal bytes)
+    and on one encoder thread (workers scale by process). `preview_crf` makes a lossy preview instead
+    (H.264 yuv420p at that crf, index first so a browser streams it) for files only people watch.
     `target` is a path or a binary file object (e.g. `io.BytesIO` for clips held in memory).
     """
 
-    def __init__(self, target: Path | BinaryIO, fps: int, width: int, height: int):
+    def __init__(self, target: Path | BinaryIO, fps: int, width: int, height: int, *,
+                 preview_crf: int | None = None):
         import av
 
-        # bitexact: no creation time or encoder version in the file, so equal frames give equal bytes.
         target = str(target) if isinstance(target, Path) else target
-        self.container = av.open(target, "w", format="mp4", options={"fflags": "+bitexact"})
-        self.stream = self.container.add_stream(VIDEO_CODEC, rate=fps)
+        if preview_crf is None:
+            # bitexact: no creation time or encoder version in the file, so equal frames give equal bytes.
+            self.container = av.open(target, "w", format="mp4", options={"fflags": "+bitexact"})
+            self.stream = self.container.add_stream(VIDEO_CODEC, rate=fps)
+            self.stream.pix_fmt = "rgb24"
+            self.stream.options = dict(VIDEO_OPTIONS)
+            self.stream.codec_context.thread_count = 1
+        else:  # yuv420p: the pixel format browsers and phones play; faststart: the index before the data
+            self.container = av.open(target, "w", format="mp4", options={"movflags": "+faststart"})
+            self.stream = self.container.add_stream(PREVIEW_CODEC, rate=fps)
+            self.stream.pix_fmt = "yuv420p"
+            self.stream.options = {"crf": str(preview_crf), **PREVIEW_OPTIONS}
         self.stream.width, self.stream.height = width, height
-        self.stream.pix_fmt = "rgb24"
-        self.stream.options = dict(VIDEO_OPTIONS)
-        self.stream.codec_context.thread_count = 1
         self._frame_type = av.VideoFrame
 
     def write(self, rgb: np.ndarray) -> None:

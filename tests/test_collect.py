@@ -330,6 +330,43 @@ def test_video_is_lossless_against_the_emulator(recorded):
     assert len(np.unique(frames[-1].reshape(-1, 3), axis=0)) > 4  # a real picture, not a flat screen
 
 
+def test_every_mp4_is_written_by_the_one_writer(tmp_path):
+    """`VideoWriter` is the project's only MP4 encoder (no other module opens an encoder stream), and its
+    two codecs are the recordings' lossless, bit-exact RGB and a lossy preview a browser plays
+    (H.264 yuv420p with the index before the data)."""
+    import io
+
+    import av
+
+    root = Path(__file__).resolve().parents[1]
+    rooms = ("wantofight", "wantofight_model", "collect", "annotate", "datasets", "train", "export", "benchmark",
+             "play", "bench")
+    encoders = [f"{path.relative_to(root)}:{n}" for room in rooms for path in sorted((root / room).rglob("*.py"))
+                for n, line in enumerate(path.read_text().splitlines(), 1) if ".add_stream(" in line]
+    assert encoders and all(e.startswith("collect/episode_files.py:") for e in encoders), encoders
+    rng = np.random.default_rng(0)
+    frames = (rng.random((6, 32, 64, 3)) * 255).astype(np.uint8)
+    lossless = []
+    for _ in range(2):
+        buffer = io.BytesIO()
+        writer = episode_files.VideoWriter(buffer, 30, 64, 32)
+        for frame in frames:
+            writer.write(frame)
+        writer.close()
+        lossless.append(buffer.getvalue())
+    assert lossless[0] == lossless[1] and np.array_equal(episode_files.read_video(lossless[0]), frames)
+    preview = tmp_path / "preview.mp4"
+    writer = episode_files.VideoWriter(preview, 30, 64, 32, preview_crf=18)
+    for frame in frames:
+        writer.write(frame)
+    writer.close()
+    with av.open(str(preview)) as container:
+        stream = container.streams.video[0]
+        assert (stream.codec_context.name, stream.codec_context.pix_fmt, stream.frames) == ("h264", "yuv420p", 6)
+    data = preview.read_bytes()
+    assert data.index(b"moov") < data.index(b"mdat")
+
+
 def test_ctrl_c_while_a_video_opens_prints_no_traceback(monkeypatch, recorded):
     """A KeyboardInterrupt inside decord's VideoReader.__init__ (Ctrl-C at the wrong moment) must not
     leave a half-built reader whose __del__ prints an "Exception ignored" traceback to stderr."""

@@ -131,24 +131,18 @@ def _simple_hud(frames: np.ndarray, keys: np.ndarray, cell: int = 4) -> np.ndarr
 
 
 def write_mp4(video: np.ndarray, path: Path, fps: int) -> None:
-    """(T, H, W, 3) uint8 -> lossless H.264 RGB MP4 (pixel art keeps its edges), written atomically."""
-    import av
+    """(T, H, W, 3) uint8 -> the recordings' lossless RGB MP4 (pixel art keeps its edges), written atomically."""
+    from wantofight.collect.episode_files import VideoWriter
 
     T, H, W, _ = video.shape
     if H % 2 or W % 2:
         video = np.pad(video, ((0, 0), (0, H % 2), (0, W % 2), (0, 0)))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with av.open(str(tmp), mode="w", format="mp4") as container:
-        stream = container.add_stream("libx264rgb", rate=fps)
-        stream.width, stream.height = video.shape[2], video.shape[1]
-        stream.pix_fmt = "rgb24"
-        stream.options = {"crf": "0", "preset": "ultrafast"}
-        for frame in video:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    writer = VideoWriter(tmp, fps, video.shape[2], video.shape[1])
+    for frame in video:
+        writer.write(frame)
+    writer.close()
     tmp.replace(path)
 
 
