@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import DEVICE_OPTION, console, fail, stopped, wrote
+from wantofight.cli_util import DEVICE_OPTION, OVERWRITE_OPTION, console, fail, stopped, wrote
 
 probe_app = typer.Typer(help="The frame -> state probe: reads both fighters' position, facing, state, move and "
                              "health from one frame (trained on RAM).", no_args_is_help=True)
@@ -48,6 +48,7 @@ def probe_train(
     max_frames: int = typer.Option(40000, "--max-frames", help="Training frames kept in memory, spread over the episodes."),
     val_fraction: float = typer.Option(0.2, "--val-fraction", help="Share of episodes held out for report.json."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split, the weights and the batches."),
+    overwrite: bool = OVERWRITE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
 ) -> None:
     """Train the state probe on recorded frames and their RAM; prints the held-out accuracy per field."""
@@ -60,7 +61,8 @@ def probe_train(
         with Progress("probe", total=steps, unit="steps", detail="loss {loss:.3f}", enabled=progress, eta=True,
                       loss=float("nan")) as bar:
             report = train_probe(runs, out, config, log=lambda m: console.print(m, highlight=False),
-                                 progress=lambda step, loss: bar.update(completed=step, loss=loss))
+                                 progress=lambda step, loss: bar.update(completed=step, loss=loss),
+                                 overwrite=overwrite)
     except KeyboardInterrupt:
         stopped(f"nothing written to {out}; run the command again")
     except errors() as err:
@@ -106,6 +108,7 @@ def bench_build(
     overlap_rows: int = typer.Option(4, "--overlap-rows", help="Rows the sprites must overlap for an overlap case."),
     long_seconds: float = typer.Option(60.0, "--long-seconds", help="Seconds of fighting in a long case."),
     seed: int = typer.Option(0, "--seed", help="Seed of which cases are kept when there are more."),
+    overwrite: bool = OVERWRITE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
 ) -> None:
     """Mine test cases from recordings by their RAM: single- and dual-action, and five identity scenarios."""
@@ -126,7 +129,7 @@ def bench_build(
     try:
         options = MineOptions(per_scenario=per_scenario, identity_rows=identity_rows, lead_rows=lead_rows,
                               overlap_rows=overlap_rows, long_seconds=long_seconds, seed=seed)
-        meta = build_suite(runs, out, options, progress=show)
+        meta = build_suite(runs, out, options, progress=show, overwrite=overwrite)
     except KeyboardInterrupt:
         stopped(f"nothing written to {out}; run the command again")
     except errors() as err:
@@ -168,6 +171,7 @@ def bench_run(
     lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's alexnet-owt-7be5be79.pth for LPIPS."),
     device: str = DEVICE_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (cases already scored are kept)."),
+    overwrite: bool = OVERWRITE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
 ) -> None:
     """Generate every case with the model and its keys, read the frames with the probe, score against the emulator."""
@@ -191,10 +195,13 @@ def bench_run(
             result = run_benchmark(the_suite, the_probe, probe, variants, out, resume=resume, max_cases=max_cases,
                                    scenarios=chosen, videos=videos, device=resolve_device(device),
                                    lpips_backbone=lpips_backbone, lpips=lpips,
-                                   on_case=lambda v, c, r: bar.advance(name=v.name),
+                                   on_case=lambda v, c, r: bar.advance(name=v.name), overwrite=overwrite,
                                    log=lambda m: console.print(m, highlight=False, soft_wrap=True))
     except KeyboardInterrupt:
-        stopped(f"the cases scored so far are kept in {out}; add --resume to the same command to finish")
+        from wantofight.outputs import claim
+
+        stopped(f"the cases scored so far are kept in {claim(out, overwrite, resume=True)}; add --resume to the "
+                "same command to finish")
     except errors() as err:
         fail(str(err))
     console.print(text_tables(result["report"]), highlight=False)

@@ -356,9 +356,14 @@ def format_metrics(result: dict) -> str:
     return "\n".join(lines)
 
 
-def train_probe(run_dirs: list[Path], out: Path, config: ProbeConfig, log=None, progress=None) -> dict:
-    """Train a probe on the runs' episodes (held-out episodes for the report) and save it in `out`."""
+def train_probe(run_dirs: list[Path], out: Path, config: ProbeConfig, log=None, progress=None,
+                overwrite: bool = False) -> dict:
+    """Train a probe on the runs' episodes (held-out episodes for the report) and save it in `out`. An
+    existing `out` is refused, or with `overwrite` replaced once the new probe is saved."""
+    from wantofight import outputs
+
     log = log or (lambda m: None)
+    work = outputs.claim(out, overwrite)
     if config.threads:
         torch.set_num_threads(config.threads)
     t0 = time.perf_counter()
@@ -386,7 +391,8 @@ def train_probe(run_dirs: list[Path], out: Path, config: ProbeConfig, log=None, 
               "train_frames": len(train), "val_frames": len(val) if val else 0, "decode_s": decode_s,
               "train_s": train_s, "final_loss": float(np.mean(losses[-50:])),
               "held_out": evaluate_probe(probe, val) if val else None}
-    save_probe(probe, out, report)
+    save_probe(probe, work, report)
+    outputs.swap_in(work, out)
     return report
 
 

@@ -318,10 +318,19 @@ def prepare_report_dir(out: Path, suite: Suite, probe_dir: Path) -> dict:
         for key in ("suite_digest", "probe_digest"):
             if old.get(key) != ident[key]:
                 raise BenchmarkError(f"{out} holds results for another {key.split('_')[0]} ({old.get(key.split('_')[0])}, "
-                                     f"{key} {old.get(key)}); choose another --out")
+                                     f"{key} {old.get(key)}); add --overwrite to replace them, or choose another --out")
         return old
     atomic_write(path, json.dumps(ident, indent=1) + "\n")
     return ident
+
+
+def same_report(out: Path, suite: Suite, probe_dir: Path) -> bool:
+    """True when `out` is a report folder of this suite and probe (the variants of one comparison)."""
+    try:
+        old = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return old.get("suite_digest") == suite.digest and old.get("probe_digest") == probe_digest(probe_dir)
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
@@ -340,8 +349,8 @@ def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, load
     # The baselines depend on the suite and the probe only (both fixed per report folder): reused as they are.
     reuse = resume or variant.model != "checkpoint"
     if cases_dir.is_dir() and any(cases_dir.glob("*.json")) and not reuse:
-        raise BenchmarkError(f"{out} already holds results of {variant.name}; pass --resume to finish that run or "
-                             "choose another --out")
+        raise BenchmarkError(f"{out} already holds results of {variant.name}; pass --resume to finish that run, "
+                             "--overwrite to replace the folder, or choose another --out")
     size = (loaded.config.height, loaded.config.width) if loaded is not None else probe.size
     info = {**asdict(variant), "name": variant.name, "slug": variant.slug, "size": list(size), "device": device,
             "checkpoint_digest": checkpoint_digest(loaded.source) if loaded is not None else None,
@@ -425,12 +434,18 @@ def write_side_by_side(path: Path, real: np.ndarray, frames: np.ndarray, case: C
 def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Variant], out: Path, *,
                   resume: bool = False, max_cases: int | None = None, scenarios: set[str] | None = None,
                   videos: int = 2, device: str = "cpu", lpips_backbone=None, lpips: bool = True, on_case=None,
-                  log=None) -> dict:
-    """Score each variant into REPORT_DIR and write report.json and index.html."""
+                  log=None, overwrite: bool = False) -> dict:
+    """Score each variant into REPORT_DIR and write report.json and index.html. A REPORT_DIR of the same
+    suite and probe gains the variants; anything else is refused, or with `overwrite` replaced by a new
+    report folder once it is complete (`overwrite` with `resume`: finish such a replacement)."""
+    from wantofight import outputs
     from wantofight.benchmark.report import write_report
     from wantofight.train.evaluate import lpips_metric
 
     log = log or (lambda m: None)
+    final = out
+    same = not overwrite and same_report(out, suite, probe_dir)
+    out = outputs.claim(out, overwrite, resume=resume, ours=lambda entry: same)
     if any(v.model == "emulator" and v.keys != "real" for v in variants):
         for case in suite.cases():  # every recording there before anything is written
             recording_of(case)
@@ -450,6 +465,7 @@ def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Va
         summary.append(run_variant(suite, probe, variant, out, loaded=model, resume=resume, max_cases=max_cases,
                                    scenarios=scenarios, videos=videos, lpips_net=net, device=device, on_case=on_case))
     report = write_report(out, lpips_backend=backend)
+    outputs.swap_in(out, final)
     return {"runs": summary, "report": report}
 
 

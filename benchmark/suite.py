@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from wantofight import outputs
 from wantofight.benchmark.episodes import GameInfo, LabelledEpisode, open_runs
 from wantofight.benchmark.labels import REQUIRED_RAM, Truth, screen_truth
 from wantofight.benchmark.scenarios import (IDENTITY, SCENARIOS, CasePlan, EpisodeView, MineOptions, choose, family_of,
@@ -102,13 +103,13 @@ def case_row(plan: CasePlan, view: EpisodeView) -> dict:
     }
 
 
-def build_suite(run_dirs: list[Path], out: Path, options: MineOptions, log=None, progress=None) -> dict:
-    """Mine the runs and write SUITE_DIR; returns suite.json's content."""
+def build_suite(run_dirs: list[Path], out: Path, options: MineOptions, log=None, progress=None,
+                overwrite: bool = False) -> dict:
+    """Mine the runs and write SUITE_DIR; returns suite.json's content. An existing SUITE_DIR is refused,
+    or with `overwrite` replaced once the new suite is complete."""
     log = log or (lambda m: None)
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise SuiteError(f"--out {out} already exists and is not empty: choose a new folder (a suite is never "
-                         "overwritten in place)")
+    outputs.claim(out, overwrite)  # refuses now, before the mining; the suite is written beside `out`
     game, episodes = open_runs(run_dirs)
     views = episode_views(game, episodes, progress=lambda i, n: progress("annotate", i, n) if progress else None)
     plans = [plan for view in views for plan in mine_episode(view, options)]
@@ -121,9 +122,7 @@ def build_suite(run_dirs: list[Path], out: Path, options: MineOptions, log=None,
         meta = suite_meta(game, episodes, options, counts, kept)
         meta["digest"] = hashlib.sha1((tmp / CASES_FILE).read_bytes()).hexdigest()[:16]
         (tmp / SUITE_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
+        outputs.swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

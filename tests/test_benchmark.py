@@ -26,7 +26,8 @@ from wantofight.benchmark.probe import ProbeConfig, ProbeError, eval_probe, load
 from wantofight.benchmark.run import (BenchmarkError, Variant, cases_to_score, parse_scenarios, plan_variants,
                                       run_benchmark)
 from wantofight.benchmark.scenarios import IDENTITY, MineOptions
-from wantofight.benchmark.suite import Suite, SuiteError, build_suite
+from wantofight.benchmark.suite import Suite, build_suite
+from wantofight.outputs import OutputExists
 from wantofight.cli import app
 
 KEYS = Path(__file__).resolve().parent.parent / "collect" / "games" / "duel" / "keys"
@@ -209,7 +210,7 @@ def test_the_metric_tells_the_emulator_from_the_first_frame(suite_dir):
 
 
 def test_suite_refuses_an_existing_folder_and_a_game_without_the_ram_names(runs, suite_dir, recorded, tmp_path):
-    with pytest.raises(SuiteError, match="already exists"):
+    with pytest.raises(OutputExists, match="already exists.*--overwrite"):
         build_suite(runs, suite_dir, MineOptions())
     airstriker = recorded(game="Airstriker-Genesis", policy="random", episodes=1, max_frames=30)
     with pytest.raises(LabelError, match="lacks the RAM names p1_x"):

@@ -118,8 +118,8 @@ def command(name: str, run: Path, made: Path, out: Path) -> tuple[list[str], str
     }[name]
 
 
-COMMANDS = ["build-curriculum", "encode", "train vae", "train stage1", "train stage2", "train stage3", "train decoder",
-            "agents train"]
+COMMANDS = ["build-curriculum", "encode", "probe train", "train vae", "train stage1", "train stage2", "train stage3",
+            "train decoder", "benchmark build", "benchmark run", "agents train"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)
