@@ -15,11 +15,11 @@ import numpy as np
 from wantofight.collect.episode_files import VideoWriter, read_video
 
 
-def iter_frames(path: Path) -> Iterator[np.ndarray]:
-    """Every frame of a video in order, (H, W, 3) uint8 RGB, one at a time."""
+def iter_frames(source: Path | bytes) -> Iterator[np.ndarray]:
+    """Every frame of a video file or of MP4 bytes in order, (H, W, 3) uint8 RGB, one at a time."""
     import av
 
-    with av.open(str(path)) as container:
+    with av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source)) as container:
         stream = container.streams.video[0]
         stream.thread_count = 1
         for frame in container.decode(stream):

@@ -308,8 +308,8 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     follow = [[s["name"]] + [fmt_ci(s["families"][f]["follow"], s["families"][f].get("follow_ci"), "share",
                                     s["families"][f]["cases"]) for f in fams]
               + [fmt(rat.get(s["name"], {}).get(f)) for f in ("single-action", "dual-action")]
-              + [f"{fmt_ci(s['families']['single-action'].get('actor'), s['families']['single-action'].get('actor_ci'))}"
-                 f" / {fmt_ci(s['families']['single-action'].get('idle'), s['families']['single-action'].get('idle_ci'))}"]
+              + [" / ".join(fmt_ci(s["families"]["single-action"].get(k), s["families"]["single-action"].get(f"{k}_ci"))
+                            for k in ("actor", "idle"))]
               for s in summaries]
     binding = [[s["name"]] + [fmt_ci(s["scenarios"][sc]["binding"], s["scenarios"][sc].get("binding_ci"), "pct",
                                      s["scenarios"][sc]["cases"]) for sc in IDENTITY] for s in summaries]

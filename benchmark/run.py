@@ -26,12 +26,15 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
+from itertools import chain
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
 
 from wantofight.benchmark import scoring as sc
+from wantofight.benchmark.episodes import GameInfo
 from wantofight.benchmark.labels import STATE_CLASSES
 from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe_pixels
 from wantofight.benchmark.scenarios import SCENARIOS
@@ -40,6 +43,10 @@ from wantofight.benchmark.suite import Case, Suite
 MODELS = ("checkpoint", "emulator", "first-frame", "vae")
 KEY_MODES = ("real", "zero", "swap-players")
 REPORT_VERSION = 1
+PIECE_ROWS = 64
+"""A case's rows go through the producer, the probe, the metrics and the side-by-side video this many at a
+time, so memory does not grow with a case's length (a 60-s case at 60 fps is 3,600 rows; its side-by-side
+video at 3x alone would hold about 10 GB at once)."""
 FIDELITY_FRAMES = 64
 """SSIM and LPIPS read at most this many generated frames of a case, spread evenly (SSIM costs
 ~30 ms a frame on a CPU, and a long case has 1,800); PSNR reads every frame."""
@@ -168,20 +175,41 @@ def resized(frames: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 class Producer:
-    """Frames of a case at the scoring size for one variant: (N + 1, H, W, 3) uint8 and the wall
-    time of each generated chunk (none for the baselines)."""
+    """Frames of a case at the scoring size for one variant, piece by piece beside the recorded ones
+    (`pairs`), or whole (`__call__`: (N + 1, H, W, 3) uint8 and the wall time of each generated chunk,
+    none for the baselines)."""
 
     def __init__(self, variant: Variant, size: tuple[int, int], loaded=None, seed: int = 0):
         self.variant, self.size, self.loaded, self.seed = variant, size, loaded, seed
+        self.seconds: list[float] = []
 
     def __call__(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
-        if self.variant.model == "emulator":
-            return (real if self.variant.keys == "real" else self.replayed(case)), []
-        if self.variant.model == "first-frame":
-            return np.repeat(real[:1], len(real), axis=0), []
-        if self.variant.model == "vae":
-            return self.roundtrip(real), []
-        return self.generate(case, real)
+        return np.concatenate([made for _, made in self.pairs(case, iter([real]))]), self.seconds
+
+    def pairs(self, case: Case, pieces) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(recorded piece, produced piece) of equal length for each recorded piece of rows 0..N in
+        turn. The emulator, the first frame and a checkpoint keep one piece (or chunk) in memory; the
+        replayed emulator and the VAE's round trip make the whole case at once."""
+        self.seconds = []
+        pieces = iter(pieces)
+        first = next(pieces)
+        model, keys = self.variant.model, self.variant.keys
+        if model == "emulator" and keys == "real":
+            for piece in chain([first], pieces):  # the recorded frames themselves
+                yield piece, piece
+            return
+        if model == "first-frame":
+            for piece in chain([first], pieces):
+                yield piece, np.repeat(first[:1], len(piece), axis=0)
+            return
+        if model == "vae":
+            real = np.concatenate([first, *pieces])
+            pieces, made = iter([real]), iter([self.roundtrip(real)])
+        elif model == "emulator":
+            pieces, made = chain([first], pieces), iter([self.replayed(case)])
+        else:
+            pieces, made = chain([first], pieces), self.generate(case, first[:1])
+        yield from aligned(pieces, made)
 
     def replayed(self, case: Case) -> np.ndarray:
         """The case's episode replayed up to the prompt, then with the variant's keys (collect/replay.py)."""
@@ -208,53 +236,127 @@ class Producer:
         frames = torch.cat([frames, frames[:, -1:].expand(-1, pad, -1, -1)], dim=1)[None]
         return to_uint8(self.loaded.decode(self.loaded.encode(frames))[0, :, :len(real)])
 
-    def generate(self, case: Case, real: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    def generate(self, case: Case, real: np.ndarray) -> Iterator[np.ndarray]:
+        """The prompt frame, then each generated chunk as it comes; its wall time goes to self.seconds
+        (the time spent in the model only: scoring a chunk happens between two of them)."""
         from wantofight.datasets.frames import square_resize
         from wantofight.train.generation import prompt_frames, stream_chunks
 
         config = self.loaded.config
         prompt = prompt_frames(real[:1], config, 1)
         refs = torch.stack([square_resize(r, config.clip_image_size) for r in case.refs])[None]
-        out, seconds = [real[:1]], []
+        yield real[:1]
         t0 = time.perf_counter()
         chunks = stream_chunks(self.loaded, prompt, case_masks(case, self.variant.keys), refs,
                                self.variant.steps or 4, self.variant.sampler, self.seed)
         for k, (frames, _) in enumerate(chunks):
             if k > 0:  # chunk 0 is the decoded prompt; the case's own prompt frame stands for it
-                out.append(frames)
-                seconds.append(time.perf_counter() - t0)
+                self.seconds.append(time.perf_counter() - t0)
+                yield frames
             t0 = time.perf_counter()
-        return np.concatenate(out), seconds
+
+
+def aligned(pieces, made) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Recorded pieces and produced frames in chunks of any length -> pairs of equal length."""
+    buffer = None
+    for piece in pieces:
+        while buffer is None or len(buffer) < len(piece):
+            more = next(made)
+            buffer = more if buffer is None else np.concatenate([buffer, more])
+        yield piece, buffer[:len(piece)]
+        buffer = buffer[len(piece):]
 
 
 # ---------------------------------------------------------------------------------------------
 # Scoring one case
 # ---------------------------------------------------------------------------------------------
 
-def score_case(case: Case, read: dict[str, np.ndarray], frames: np.ndarray, real: np.ndarray, frame_skip: int,
-               lpips_net=None) -> dict:
-    """Every number of one case (rows 1..N; row 0 is the prompt)."""
-    from wantofight.train.evaluate import score as fidelity
+@dataclass
+class Stage:
+    """What a case's frames are compared with to count extra fighters (scoring.extra_fighter_pixels)."""
 
-    signals = [sc.true_signals(case.truth, p, frame_skip, len(STATE_CLASSES)) for p in (0, 1)]
-    result = {"case_id": case.case_id, "scenario": case.scenario, "family": case.family, "label": case.label,
-              "actor": case.actor, "rows": case.rows}
-    for p, name in ((0, "p1"), (1, "p2")):
-        cls, dirs, both = sc.follows(read, p, signals[p], frame_skip)
-        rows = signals[p].scored
-        result[name] = {"follow": mean_or_none(both[rows]), "state": mean_or_none(cls[rows]),
-                        "direction": mean_or_none(dirs[rows]), "rows": int(rows.sum())}
-    if case.family == "identity":
-        result["binding"] = sc.binding(read, signals, frame_skip)
-    result["found"] = float(read["found"][1:].all(axis=1).mean())  # both fighters found (on-model frames)
-    err = sc.position_error(read, case.truth)[1:]  # (N, 2)
-    result["x_error"] = [[None if np.isnan(v) else round(float(v), 2) for v in err[:, p]] for p in (0, 1)]
-    mse = sc.mse_rows(frames[1:], real[1:])
-    some = sc.spread(len(mse), FIDELITY_FRAMES)
-    _, ssim, lp = fidelity(frames[1:][some], real[1:][some], lpips_net)
-    result.update({"psnr": float(sc.psnr(mse.mean())), "ssim": ssim, "lpips": lp,
-                   "psnr_rows": [round(float(v), 2) for v in sc.psnr(mse)]})
-    return result
+    picture: np.ndarray
+    """(H, W, 3) uint8: the per-pixel median of the case's recorded frames."""
+    band: tuple[int, int]
+    """Model rows [top, bottom) the fighters are drawn in."""
+    x: np.ndarray
+    """(N + 1, 2) both fighters' true x as model columns (nan where unknown)."""
+
+
+def stage_of(case: Case, game: GameInfo, native: tuple[int, int], size: tuple[int, int]) -> Stage:
+    """The stage of a case of `game`, recorded at `native` (H, W) and scored at `size`."""
+    from wantofight.benchmark.probe_net import Screen
+
+    screen = Screen(tuple(native), game.crop_left, game.crop_top)
+    picture = sc.stage_picture(resized(case.frames_at(sc.spread(case.rows, sc.STAGE_FRAMES)), size))
+    return Stage(picture, sc.fighter_band(case.truth, game.rules.sprites, screen, size),
+                 sc.model_x(case.truth, screen, size[1]))
+
+
+class CaseScore:
+    """Every number of one case, fed its rows 0..N a piece at a time (row 0 is the prompt, never
+    scored): what is kept per row is a few numbers, plus the FIDELITY_FRAMES frames SSIM and LPIPS read."""
+
+    def __init__(self, case: Case, probe: Probe, stage: Stage):
+        self.case, self.probe, self.stage = case, probe, stage
+        self.fidelity_rows = sc.spread(case.rows - 1, FIDELITY_FRAMES) + 1
+        self.reads, self.mse, self.extra, self.real, self.made = [], [], [], [], []
+        self.row = 0
+
+    def add(self, real: np.ndarray, frames: np.ndarray) -> None:
+        """The next rows: (n, H, W, 3) uint8 recorded and produced."""
+        a, b = self.row, self.row + len(frames)
+        self.reads.append(self.probe.read(frames))
+        self.mse.append(sc.mse_rows(frames, real))
+        self.extra.append(sc.extra_fighter_pixels(frames, self.stage.picture, self.stage.x[a:b], self.stage.band))
+        keep = self.fidelity_rows[(self.fidelity_rows >= a) & (self.fidelity_rows < b)] - a
+        self.real.append(real[keep])
+        self.made.append(frames[keep])
+        self.row = b
+
+    def result(self, frame_skip: int, lpips_net=None) -> dict:
+        from wantofight.train.evaluate import score as fidelity
+
+        case = self.case
+        read = {name: np.concatenate([r[name] for r in self.reads]) for name in self.reads[0]}
+        signals = [sc.true_signals(case.truth, p, frame_skip, len(STATE_CLASSES)) for p in (0, 1)]
+        result = {"case_id": case.case_id, "scenario": case.scenario, "family": case.family, "label": case.label,
+                  "actor": case.actor, "rows": case.rows}
+        for p, name in ((0, "p1"), (1, "p2")):
+            cls, dirs, both = sc.follows(read, p, signals[p], frame_skip)
+            rows = signals[p].scored
+            result[name] = {"follow": mean_or_none(both[rows]), "state": mean_or_none(cls[rows]),
+                            "direction": mean_or_none(dirs[rows]), "rows": int(rows.sum())}
+        if case.family == "identity":
+            result["binding"] = sc.binding(read, signals, frame_skip)
+        result["found"] = float(read["found"][1:].all(axis=1).mean())  # both fighters found (on-model frames)
+        err = sc.position_error(read, case.truth)[1:]  # (N, 2)
+        result["x_error"] = [[None if np.isnan(v) else round(float(v), 2) for v in err[:, p]] for p in (0, 1)]
+        result["extra_fighters"] = sc.per_chunk(np.concatenate(self.extra)[1:])
+        mse = np.concatenate(self.mse)[1:]
+        _, ssim, lp = fidelity(np.concatenate(self.made), np.concatenate(self.real), lpips_net)
+        result.update({"psnr": float(sc.psnr(mse.mean())), "ssim": ssim, "lpips": lp,
+                       "psnr_rows": [round(float(v), 2) for v in sc.psnr(mse)]})
+        return result
+
+
+def score_case(case: Case, pairs, probe: Probe, stage: Stage, frame_skip: int, lpips_net=None, video=None) -> dict:
+    """Score a case from its (recorded, produced) pieces of rows 0..N; `video(pieces)`, if given, is
+    handed the same pieces as (first row, recorded, produced) while they are scored."""
+    score = CaseScore(case, probe, stage)
+
+    def fed():
+        for real, frames in pairs:
+            start = score.row
+            score.add(real, frames)
+            yield start, real, frames
+
+    if video is not None:
+        video(fed())
+    else:
+        for _ in fed():
+            pass
+    return score.result(frame_skip, lpips_net)
 
 
 def mean_or_none(values: np.ndarray) -> float | None:
@@ -341,9 +443,9 @@ def atomic_write(path: Path, text: str | bytes) -> None:
 
 def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, loaded=None, resume: bool = False,
                 max_cases: int | None = None, scenarios: set[str] | None = None, videos: int = 2, lpips_net=None,
-                device: str = "cpu", on_case=None) -> dict:
+                device: str = "cpu", on_case=None, piece_rows: int | None = PIECE_ROWS) -> dict:
     """Score every case of the suite for one variant (at most `max_cases` per scenario, and per player
-    and action of single-action cases)."""
+    and action of single-action cases), `piece_rows` rows of a case at a time (None: whole cases)."""
     vdir = out / "variants" / variant.slug
     cases_dir = vdir / "cases"
     # The baselines depend on the suite and the probe only (both fixed per report folder): reused as they are.
@@ -378,14 +480,15 @@ def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, load
         if path.is_file():
             skipped += 1
             continue
-        native = case.frames()
-        real = resized(native, size)
-        frames, seconds = produce(case, real)
-        read = probe.read(frames)
-        result = score_case(case, read, frames, real, suite.frame_skip, lpips_net)
-        result["chunk_seconds"] = seconds
+        pairs = produce.pairs(case, (resized(piece, size) for piece in case.frame_pieces(piece_rows)))
+        video = None
         if sum(n for b, n in seen.items() if b.split("/")[0] == case.scenario) <= videos:
-            write_side_by_side(vdir / "videos" / f"{case.case_id}.mp4", real, frames, case, int(suite.meta["fps"]))
+            video_path = vdir / "videos" / f"{case.case_id}.mp4"
+            video = functools.partial(write_side_by_side, video_path, case=case, fps=int(suite.meta["fps"]))
+        stage = stage_of(case, suite.game, suite.meta["native_size"], size)
+        result = score_case(case, pairs, probe, stage, suite.frame_skip, lpips_net, video)
+        result["chunk_seconds"] = produce.seconds
+        if video is not None:
             result["video"] = f"variants/{variant.slug}/videos/{case.case_id}.mp4"
         atomic_write(path, json.dumps(result) + "\n")
         scored += 1
@@ -415,20 +518,27 @@ def parse_scenarios(text: str | None) -> set[str] | None:
     return names
 
 
-def write_side_by_side(path: Path, real: np.ndarray, frames: np.ndarray, case: Case, fps: int) -> None:
-    """emulator | generated, 3x, titled, both players' key HUD under them (annotate/hud.py), browser-playable."""
+def write_side_by_side(path: Path, pieces, case: Case, fps: int) -> None:
+    """emulator | generated, 3x, titled, both players' key HUD under them (annotate/hud.py), browser-playable;
+    `pieces` are (first row, recorded, generated) in row order, encoded as they come."""
     from wantofight.annotate.hud import add_titles, render_hud
     from wantofight.annotate.inspect_clip import write_mp4
 
-    gap = np.full((len(real), real.shape[1], 2, 3), 255, np.uint8)
-    both = np.concatenate([real, gap, frames], axis=2)
-    both = np.repeat(np.repeat(both, 3, axis=1), 3, axis=2)
-    hud = render_hud(both, case.keys[:, 0], case.keys[:, 1], start_index=0, scale=2, episode_rows=False)
-    hud = add_titles(hud, [(0, "EMULATOR"), ((real.shape[2] + 2) * 3 * 2, "GENERATED")], scale=2)
+    before = np.concatenate([np.zeros((1, 2), np.uint16), case.keys[:-1]])
+    pressed = case.keys & ~before  # over the whole case, so a piece's first row knows the row before it
+
+    def drawn():
+        for a, real, frames in pieces:
+            b = a + len(real)
+            gap = np.full((len(real), real.shape[1], 2, 3), 255, np.uint8)
+            both = np.concatenate([real, gap, frames], axis=2)
+            both = np.repeat(np.repeat(both, 3, axis=1), 3, axis=2)
+            hud = render_hud(both, case.keys[a:b, 0], case.keys[a:b, 1], start_index=a, scale=2, episode_rows=False,
+                             p1_pressed=pressed[a:b, 0], p2_pressed=pressed[a:b, 1], timeline_span=(0, case.rows))
+            yield add_titles(hud, [(0, "EMULATOR"), ((real.shape[2] + 2) * 3 * 2, "GENERATED")], scale=2)
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    write_mp4(tmp, [hud], fps)
-    os.replace(tmp, path)
+    write_mp4(path, drawn(), fps)  # under a temporary name, then renamed
 
 
 def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Variant], out: Path, *,

@@ -197,6 +197,30 @@ class Case:
 
         return decode_mp4(self.video)
 
+    def frame_pieces(self, rows: int | None):
+        """The emulator frames in order, (n, h, w, 3) uint8 pieces of at most `rows` (None: one piece),
+        decoded as they are asked for, so a long case is never whole in memory."""
+        from wantofight.annotate.video import iter_frames
+
+        if rows is None:
+            yield self.frames()
+            return
+        piece = []
+        for frame in iter_frames(self.video):
+            piece.append(frame)
+            if len(piece) == rows:
+                yield np.stack(piece)
+                piece = []
+        if piece:
+            yield np.stack(piece)
+
+    def frames_at(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), h, w, 3) uint8 emulator frames of the given rows."""
+        from wantofight.collect.episode_files import open_video
+
+        with open_video(self.video) as reader:
+            return reader.get_batch([int(r) for r in rows]).asnumpy()
+
 
 class Suite:
     """A suite folder: its meta and its cases, read one row group at a time."""

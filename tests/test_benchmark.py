@@ -303,8 +303,9 @@ def test_the_report_page_shows_tables_plots_and_playing_videos(report_dir, page,
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
-        assert page.locator("table").count() == 5
+        assert page.locator("table").count() == 7
         assert page.locator("table").first.locator("tr").count() == 1 + 5  # header + five variants
+        assert "Gain over the first frame" in page.locator("h2").first.inner_text()
         page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
         assert page.locator("img").count() == 3
         page.wait_for_function("(() => { const v = document.querySelector('video'); v.play();"
@@ -466,3 +467,104 @@ def test_the_emulator_replays_each_case_with_the_ablated_keys(suite_dir, probe_d
     assert report["follow_vs_emulator"]["emulator"]["single-action"] == 1.0  # the recorded keys' run is the ceiling
     zero = report["variants"][1]
     assert zero["scenarios"]["single-action"]["psnr"] < 100.0  # not the recording
+
+
+def test_a_case_scored_in_pieces_gives_the_figures_of_the_whole_case(suite_dir, probe_dir, checkpoint, tmp_path):
+    """Rows go through the producer, the probe and the metrics a few at a time (run.PIECE_ROWS); split
+    into 5-row pieces, which cut the model's 8-row chunks, a case scores exactly as in one piece."""
+    from wantofight.benchmark.run import load_checkpoint, run_variant
+
+    suite, probe = Suite(suite_dir), load_probe(probe_dir)
+    ckpt = Variant("checkpoint", checkpoint=str(checkpoint), steps=2)
+    loaded = load_checkpoint(ckpt, suite, probe, "cpu")
+    for v in (Variant("emulator"), Variant("first-frame"), ckpt):
+        scored = {}
+        for rows in (None, 5):
+            out = tmp_path / f"r{rows}"
+            run_variant(suite, probe, v, out, loaded=loaded if v is ckpt else None, max_cases=1,
+                        scenarios={"static", "single-action"}, videos=0, piece_rows=rows)
+            cases = sorted((out / "variants" / v.slug / "cases").glob("*.json"))
+            scored[rows] = [{k: x for k, x in json.loads(p.read_text()).items() if k != "chunk_seconds"} for p in cases]
+        assert scored[None] and scored[None] == scored[5], v.name
+        assert all(len(c["extra_fighters"]) == -(-(c["rows"] - 1) // 8) for c in scored[5])
+
+
+def test_a_miniature_run_with_an_untrained_probe_warns_first_and_gives_every_rate_an_interval(suite_dir, runs,
+                                                                                               tmp_path):
+    """Two cases per scenario and a probe of one step: the page's first lines say the figures mean little."""
+    probe = tmp_path / "probe"
+    train_probe(runs[:1], probe, ProbeConfig(size=(64, 64), steps=1, batch_size=8, max_frames=64))
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["benchmark", "run", str(suite_dir), "--probe", str(probe), "--out", str(out),
+                                      "--max-cases", "2", "--videos", "0", "--no-lpips", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "missed its accuracy targets" in result.output.split("Gain over the first frame")[0]
+    first = (out / "index.html").read_text().split("<h2>")[0]
+    assert "smoke test" in first and "missed its accuracy targets" in first
+    assert "jump_over: 2 cases" in first or "static: 2 cases" in first
+    report = json.loads((out / "report.json").read_text())
+    for v in report["variants"]:
+        for name, fam in v["families"].items():
+            assert not fam["cases"] or fam["follow_ci"] is not None, (v["name"], name)
+        for name, row in v["scenarios"].items():
+            assert not row["cases"] or name not in IDENTITY or row["binding_ci"] is not None, (v["name"], name)
+        assert v["scenarios"]["long"]["found_ci"] is not None
+    for name, row in report["gain_over_first_frame"]["variants"].items():
+        for column, g in row.items():
+            assert g["gain"] is None or g["ci"] is not None, (name, column)
+    table = (out / "index.html").read_text().split("Action following")[1].split("</table>")[0]
+    assert table.count(" [") >= 2 * 4  # each family's following of both variants, with its interval
+
+
+LONG_CASE_MB = 2048
+"""Peak resident memory allowed for scoring a 60-s case with its side-by-side video (measured: about 1.0 GB
+in pieces of run.PIECE_ROWS rows, 6.5 GB with the case whole)."""
+
+SCORE_ONE_CASE = """
+import functools, json, pickle, resource, sys
+from pathlib import Path
+from wantofight.benchmark.episodes import GameInfo
+from wantofight.benchmark.probe import load_probe
+from wantofight.benchmark.run import PIECE_ROWS, Producer, Variant, resized, score_case, stage_of, write_side_by_side
+
+case, probe = pickle.loads(Path(sys.argv[1]).read_bytes()), load_probe(sys.argv[2])
+pieces = (resized(p, probe.size) for p in case.frame_pieces(PIECE_ROWS))
+video = functools.partial(write_side_by_side, Path(sys.argv[3]), case=case, fps=30)
+result = score_case(case, Producer(Variant("emulator"), probe.size).pairs(case, pieces), probe,
+                    stage_of(case, GameInfo.of("duel"), (224, 240), probe.size), 2, None, video)
+print(json.dumps({"rows": len(result["psnr_rows"]), "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+@pytest.mark.slow
+def test_a_60_s_case_is_scored_with_its_video_in_bounded_memory(recorded, probe_dir, tmp_path):
+    """A long session of 60 s at 30 fps (1,800 generated rows) through the probe, the metrics and the
+    side-by-side video in a fresh process: its peak resident memory stays under LONG_CASE_MB."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from wantofight.annotate.video import ClipEncoder
+    from wantofight.benchmark.episodes import open_runs
+    from wantofight.benchmark.suite import Case
+
+    run = recorded(policy="random", episodes=1, max_frames=1802, seed=11)  # random play: no KO ends it early
+    _, (ep, *_) = open_runs([run])
+    rows = 60 * 30 + 1
+    assert ep.rows >= rows
+    encoder = ClipEncoder(30, 240, 224)
+    for a in range(0, rows, 256):
+        for frame in ep.frames(np.arange(a, min(rows, a + 256))):
+            encoder.write(frame)
+    keys = np.stack([ep.episode.columns[f"p{p}_keys"][:rows] for p in (1, 2)], axis=1).astype(np.uint16)
+    case = Case("long-60s", "long", "identity", "60 s", None, keys, ep.truth.rows(slice(0, rows)), encoder.finish(),
+                np.zeros((2, 48, 48, 3), np.uint8))
+    (tmp_path / "case.pkl").write_bytes(pickle.dumps(case))
+    done = subprocess.run([sys.executable, "-c", SCORE_ONE_CASE, str(tmp_path / "case.pkl"), str(probe_dir),
+                           str(tmp_path / "case.mp4")], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["rows"] == rows - 1 and (tmp_path / "case.mp4").stat().st_size > 0
+    assert got["mb"] < LONG_CASE_MB, got
