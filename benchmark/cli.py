@@ -52,7 +52,7 @@ def probe_train(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
 ) -> None:
     """Train the state probe on recorded frames and their RAM; prints the held-out accuracy per field."""
-    from wantofight.benchmark.probe import ProbeConfig, format_metrics, parse_size, train_probe
+    from wantofight.benchmark.probe import ProbeConfig, format_metrics, parse_size, train_probe, verdict
     from wantofight.progress import Progress
 
     try:
@@ -69,6 +69,7 @@ def probe_train(
         fail(str(err))
     if report["held_out"]:
         console.print(format_metrics(report["held_out"]), highlight=False)
+    console.print(verdict(report), highlight=False, soft_wrap=True)  # met or missed, just above the last line
     wrote(out, f"{report['parameters']:,} parameters, {report['train_frames']:,} training frames, "
                f"{report['decode_s'] + report['train_s']:.0f} s")
 

@@ -356,6 +356,27 @@ def format_metrics(result: dict) -> str:
     return "\n".join(lines)
 
 
+def verdict(report: dict) -> str:
+    """One line: did the probe reach its held-out targets, and if not, roughly how many more training
+    frames it needs, assuming its error falls as 1 / sqrt(frames) (a rough learning curve, not a promise)."""
+    held = report.get("held_out")
+    if not held:
+        return "held-out accuracy: not measured (no held-out episode; keep --val-fraction above 0 with 2+ episodes)"
+    missed = {name: min(v for p, v in t.items() if p in ("p1", "p2") and v is not None)
+              for name, t in held["targets"].items() if not t["met"]
+              and any(t.get(p) is not None for p in ("p1", "p2"))}
+    if not missed:
+        return "held-out accuracy: every target met (" + ", ".join(
+            f"{name} >= {100 * need:.0f}%" for name, need in TARGETS.items()) + ")"
+    frames = report["train_frames"]
+    factor = max(((1 - got) / (1 - TARGETS[name])) ** 2 for name, got in missed.items())
+    more = max(0, int(round(frames * factor - frames, -3)))
+    return ("held-out accuracy MISSED its targets: " + ", ".join(
+        f"{name} {100 * got:.1f}% (needs {100 * TARGETS[name]:.0f}%)" for name, got in missed.items())
+        + f"; trained on {frames:,} frames, it likely needs about {more:,} more (or more --steps if the loss was "
+        "still falling); the benchmark's figures read through it are that much less sure")
+
+
 def train_probe(run_dirs: list[Path], out: Path, config: ProbeConfig, log=None, progress=None,
                 overwrite: bool = False) -> dict:
     """Train a probe on the runs' episodes (held-out episodes for the report) and save it in `out`. An

@@ -188,3 +188,18 @@ def test_the_page_opens_with_warnings_and_every_rate_has_its_interval(tmp_path):
     assert write_report(flat)["warnings"] == ["On identity the emulator does not beat the first frame as the probe "
                                               "reads them: no gain can be measured there."]
     assert "class='warnings'" not in (clean / "index.html").read_text()
+
+
+def test_probe_training_ends_saying_whether_the_targets_were_met_and_how_many_frames_a_miss_needs():
+    from wantofight.benchmark.probe import verdict
+
+    def report(x_within: float) -> dict:
+        targets = {"x_within": {"p1": x_within, "p2": 0.99, "need": 0.95, "met": x_within >= 0.95},
+                   "state": {"p1": 0.95, "p2": 0.95, "need": 0.90, "met": True}}
+        return {"train_frames": 10370, "held_out": {"targets": targets}}
+
+    missed = verdict(report(0.88))
+    assert missed.startswith("held-out accuracy MISSED its targets: x_within 88.0% (needs 95%)")
+    assert "about 49,000 more" in missed  # error 12% -> 5%: (12 / 5)^2 = 5.76 x the frames
+    assert verdict(report(0.97)).startswith("held-out accuracy: every target met")
+    assert "not measured" in verdict({"train_frames": 10, "held_out": None})
