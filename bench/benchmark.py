@@ -4,7 +4,8 @@ against the repeated prompt (floor), scored side by side by the same code in one
     python bench/benchmark.py [--root data/bench] [--probe runs/bench-probe/128x128] [--out runs/bench-baselines]
 
 Records the recipe where missing (bench/recipe.py), builds the suite from the held-out runs, and
-runs `wtf benchmark run --model emulator --model first-frame` over every case. Acceptance
+runs `wtf benchmark run --model emulator --model first-frame` over every case, printing the peak
+resident memory of each `wtf benchmark run` (docs/benchmark.md, "Memory"). Acceptance
 (docs/benchmark.md): the emulator follows >= 0.95 and binds 100% of the cases of every identity
 scenario; the first frame scores far below; each identity scenario has >= 20 cases.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +22,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recipe  # noqa: E402
+
+
+def run_measured(cmd: list[str]) -> float:
+    """Run a command to its end; its peak resident memory in GB (the child's ru_maxrss, the figure
+    `/usr/bin/time -v` reports as "Maximum resident set size")."""
+    proc = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return usage.ru_maxrss / 2**20  # KiB on Linux
 
 
 def screenshot(page_path: Path, png: Path) -> None:
@@ -43,6 +56,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=recipe.ROOT / "runs" / "bench-baselines")
     parser.add_argument("--checkpoint", type=Path, help="also score this checkpoint (real, zero and swapped keys)")
     parser.add_argument("--screenshot", type=Path, help="write a PNG of the report page here (headless Chromium)")
+    parser.add_argument("--max-cases", type=int, help="score at most N cases per scenario (default: all)")
     args = parser.parse_args()
 
     took = recipe.ensure(args.root)
@@ -60,12 +74,15 @@ def main() -> None:
     for name, row in meta["scenarios"].items():
         print(f"  {name:<14} {row['cases']:>5} of {row['found']:>5}")
     t0 = time.perf_counter()
-    subprocess.run(["wtf", "benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(args.out),
-                    "--model", "emulator", "--model", "first-frame", "--no-progress", "--resume"], check=True)
+    limit = ["--max-cases", str(args.max_cases)] if args.max_cases else []
+    peak = run_measured(["wtf", "benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(args.out),
+                         "--model", "emulator", "--model", "first-frame", *limit, "--no-progress", "--resume"])
+    print(f"baselines: peak resident memory {peak:.2f} GB")
     if args.checkpoint:
-        subprocess.run(["wtf", "benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(args.out),
-                        "--checkpoint", str(args.checkpoint), "--keys", "real,zero,swap-players", "--no-progress",
-                        "--resume"], check=True)
+        peak = run_measured(["wtf", "benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(args.out),
+                             "--checkpoint", str(args.checkpoint), "--keys", "real,zero,swap-players", *limit,
+                             "--no-progress", "--resume"])
+        print(f"{args.checkpoint}: peak resident memory {peak:.2f} GB")
     print(f"scored in {time.perf_counter() - t0:.0f} s")
     report = json.loads((args.out / "report.json").read_text())
     by = {v["name"]: v for v in report["variants"]}

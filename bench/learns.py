@@ -108,8 +108,8 @@ def main() -> None:
     parser.add_argument("--probe", type=Path, default=ROOT / "runs" / "bench-probe" / SIZE,
                         help="the benchmark's probe at 128x128 (python bench/probe.py)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every training step count")
-    parser.add_argument("--max-cases", type=int, default=2, help="benchmark cases per scenario (and per "
-                        "player and action for single-action)")
+    parser.add_argument("--max-cases", type=int, default=20, help="benchmark cases per scenario (and per "
+                        "player and action for single-action): 20, so that an interval over them can exclude chance")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "learns.md")
     parser.add_argument("--ship", action="store_true", help="export stage 3 to train/shipped/duel-tiny")
     args = parser.parse_args()
@@ -246,6 +246,9 @@ def commit() -> str:
 
 
 def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, seconds: dict) -> str:
+    from wantofight.benchmark.report import GAIN_COLUMNS, TABLE_CHUNKS, fmt_ci, padded
+    from wantofight.benchmark.scoring import CHUNK_ROWS
+
     by = {v["name"]: v for v in report["variants"]}
     rows = ["emulator", "emulator keys=zero", "emulator keys=swap-players", "first-frame", f"vae {vae.name}", *runs,
             "stage3 keys=zero", "stage3 keys=swap-players"]
@@ -277,22 +280,38 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
                 f"{vae_report['psnr']['val']:.1f} dB over {vae_report['train']['data']['frames']}-frame windows "
                 f"(target 32), last 4 frames {fmt(last, '.1f')} dB, fighters' PSNR "
                 f"{vae_report['fighters_psnr']['val']:.1f} dB (only the pixels that differ from the stage).", ""]
-    out += ["## Action following (state class and direction within ±2 rows; cases)", "",
+    notes = ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])
+    out += [f"> {n}" for n in notes] + ([""] if notes else [])
+    gain = report.get("gain_over_first_frame", {})
+    out += ["## Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing nothing, "
+            "1 = the game [95% interval] (cases)", ""]
+    if gain.get("missing"):
+        out += [gain["missing"], ""]
+    else:
+        out += ["| model | " + " | ".join(GAIN_COLUMNS[:-1]) + " | single: actor |", "|---" * (len(GAIN_COLUMNS) + 1) + "|"]
+        for r in rows:
+            g = gain["variants"].get(r, {})
+            out.append(f"| {r} | " + " | ".join(fmt_ci(g[c]["gain"], g[c]["ci"], "gain", g[c]["cases"]) if c in g
+                                                 else "n/a" for c in GAIN_COLUMNS) + " |")
+        out.append("")
+    out += ["## Action following (state class and direction within ±2 rows) [95% interval] (cases)", "",
             "| model | single-action | dual-action | identity | all | single × emulator | dual × emulator "
             "| single: actor / idle |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         v = by[r]
-        cells = [f"{fmt(v['families'][f]['follow'], '.3f')} ({v['families'][f]['cases']})" for f in FAMILIES]
+        cells = [fmt_ci(v["families"][f]["follow"], v["families"][f].get("follow_ci"), "share",
+                        v["families"][f]["cases"]) for f in FAMILIES]
         single = v["families"]["single-action"]  # the fighter who acts / the one who stands still
         out.append(f"| {r} | {' | '.join(cells)} | {ratio(r, 'single-action')} | {ratio(r, 'dual-action')} "
-                   f"| {fmt(single.get('actor'), '.3f')} / {fmt(single.get('idle'), '.3f')} |")
-    out += ["", "## Identity binding (% of cases bound correctly; cases)", "",
+                   f"| {fmt_ci(single.get('actor'), single.get('actor_ci'))} / "
+                   f"{fmt_ci(single.get('idle'), single.get('idle_ci'))} |")
+    out += ["", "## Identity binding (% of cases bound correctly) [95% interval] (cases)", "",
             "| model | " + " | ".join(SCENARIOS) + " |", "|---" * (len(SCENARIOS) + 1) + "|"]
     for r in rows:
         sc = by[r]["scenarios"]
         out.append(f"| {r} | " + " | ".join(
-            f"{fmt(sc[s].get('binding'), '.0f')}% ({sc[s]['cases']})" if sc.get(s, {}).get("cases") else "–"
-            for s in SCENARIOS) + " |")
+            fmt_ci(sc[s].get("binding"), sc[s].get("binding_ci"), "pct", sc[s]["cases"]) if sc.get(s, {}).get("cases")
+            else "–" for s in SCENARIOS) + " |")
     out += ["", "## Fidelity and speed (mean over scenarios)", "",
             "| model | PSNR dB | SSIM | x error px | long: both found | ms/chunk |", "|---|---|---|---|---|---|"]
     for r in rows:
@@ -302,8 +321,15 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
             s.get(k) is not None for s in sc))) if any(s.get(k) is not None for s in sc) else None
         long = v["scenarios"].get("long", {})
         out.append(f"| {r} | {fmt(mean('psnr'), '.2f')} | {fmt(mean('ssim'), '.3f')} | {fmt(mean('x_error'), '.1f')}"
-                   f" | {fmt(long.get('found') if long.get('cases') else None, '.3f')} | "
+                   f" | {fmt_ci(long.get('found'), long.get('found_ci')) if long.get('cases') else 'n/a'} | "
                    f"{fmt(v.get('speed', {}).get('ms_per_chunk'), '.0f')} |")
+    out += ["", f"## Per chunk of {CHUNK_ROWS} generated rows: x error px / extra fighter pixels per frame (mean over "
+            "cases)", "", "| model | " + " | ".join(f"chunk {k + 1}" for k in range(TABLE_CHUNKS)) + " |",
+            "|---" * (TABLE_CHUNKS + 1) + "|"]
+    for r in rows:
+        v = by[r]
+        out.append(f"| {r} | " + " | ".join(f"{fmt(x, '.1f')} / {fmt(e, '.1f')}" for x, e in
+                                            zip(padded(v["x_error_chunks"]), padded(v["extra_fighters_chunks"]))) + " |")
     out += ["", *key_gaps(runs), ""]
     out += ["", *targets(by), ""]
     out += ["## Time (seconds each step took; a step reused from an earlier invocation of the recipe in the same "
