@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from wantofight.cli_util import console, fail, wrote
+from wantofight.cli_util import console, errors, fail, wrote
 
 
 def inspect_command(
@@ -56,7 +56,9 @@ def stats_command(
         typer.echo(stats_json(stats))
     else:
         print_stats(stats, console)
-    if written:
+    if written and as_json:  # stdout stays one JSON document; the plots are named on stderr
+        errors.print(f"wrote {plots}: {len(written)} plot(s)", markup=False, highlight=False)
+    elif written:
         wrote(plots, f"{len(written)} plot(s)")
 
 
