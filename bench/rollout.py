@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from dataclasses import replace
 
 import torch
@@ -23,24 +22,15 @@ from wantofight_model.generate import StreamingGenerator
 from wantofight_model.model import WanToFight
 from wantofight_model.presets import get_preset
 
+from model import rollout  # bench/model.py: `python bench/rollout.py` puts bench/ first on the path
+
 MODES = ("denoising-step", "clean")
 
 
 def chunk_times(model: WanToFight, chunks: int, steps: int, seed: int) -> list[float]:
-    """Wall time (s) of each chunk of one cached rollout (denoising, cache write and commit)."""
-    config = model.config
-    B, P = 1, config.num_players
-    gen = torch.Generator().manual_seed(seed)
-    prompt = torch.randn(B, config.latent_channels, 1, config.latent_height, config.latent_width, generator=gen)
-    refs = torch.rand(B, P, 3, config.clip_image_size, config.clip_image_size, generator=gen) * 2 - 1
-    stream = [(torch.rand(B, config.chunk_frames, P, config.num_keys, generator=gen) > 0.8).float()
-              for _ in range(chunks)]
-    times = []
-    start = time.perf_counter()
-    for _ in StreamingGenerator(model).generate_latents(prompt, stream, refs, steps=steps, generator=gen):
-        now = time.perf_counter()
-        times.append(now - start)
-        start = now
+    """Wall time (s) of each chunk of one cached rollout (denoising, cache write and commit): the
+    timing loop of bench/model.py, on the same random inputs."""
+    times, _ = rollout(StreamingGenerator(model), model.config, chunks, steps, use_cache=True, seed=seed)
     return times
 
 
