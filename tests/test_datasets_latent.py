@@ -35,7 +35,7 @@ def latent_dir(ds_dir, tmp_path_factory):
             "--no-progress"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "encoded" in result.output
+    assert result.output.startswith(f"wrote {out.resolve()}: ") and f"windows of {FRAMES} frames" in result.output
     return out
 
 
