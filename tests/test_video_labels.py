@@ -17,7 +17,7 @@ def test_benchmark_side_by_side_names_emulator_and_generated(tmp_path):
 
     rng = np.random.default_rng(0)
     real, fake = (rng.integers(0, 255, (9, 32, 40, 3), dtype=np.uint8) for _ in range(2))
-    case = SimpleNamespace(keys=np.zeros((9, 2), np.uint16))
+    case = SimpleNamespace(keys=np.zeros((9, 2), np.uint16), rows=9)
     write_side_by_side(tmp_path / "case.mp4", [(0, real[:5], fake[:5]), (5, real[5:], fake[5:])], case, fps=30)  # two pieces, one video
     video = decode_mp4((tmp_path / "case.mp4").read_bytes())  # H.264 yuv420p: the reader allows for it
     generated_x = (40 + 2) * 3 * 2  # the emulator's panel, the 2 px gap, at 3x then the HUD's 2x
