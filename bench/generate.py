@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from wantofight.train.generation import build_vae
+from wantofight.inference.generation import build_vae
 from wantofight.train.pruned_decoder import count_parameters, prune_decoder, with_decoder
 from wantofight_model.generate import StreamingGenerator
 from wantofight_model.model import WanToFight

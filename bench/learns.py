@@ -6,7 +6,7 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
     python bench/learns.py                                   # the whole recipe, defaults below
     python bench/learns.py --vae runs/learns/vae             # reuse a trained game VAE (skips that step)
     python bench/learns.py --scale 0.25 --max-cases 1        # a shorter run: every step count x 0.25
-    python bench/learns.py --ship                            # also export stage 3 to train/shipped/duel-tiny
+    python bench/learns.py --ship                            # also export stage 3 to inference/shipped/duel-tiny
                                                              # and its contact sheet to docs/duel-tiny-sheet.png
 
 Every step is a documented `wtf` command, run as a subprocess and printed before it runs. A step
@@ -103,15 +103,15 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "learns", help="curriculum and latents")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "learns", help="VAE, stages and reports")
     parser.add_argument("--vae", type=Path, help="a trained `wtf train vae` folder to use instead of training one")
-    parser.add_argument("--vae-base", type=Path, help="a VAE trained on 33-frame runs (e.g. train/shipped/duel-tiny/vae) "
-                        "to start the fighter-weighted VAE step from, instead of training steps 4 and 5")
+    parser.add_argument("--vae-base", type=Path, help="a VAE trained on 33-frame runs (e.g. "
+                        "inference/shipped/duel-tiny/vae) to start the fighter-weighted VAE step from, instead of training steps 4 and 5")
     parser.add_argument("--probe", type=Path, default=ROOT / "runs" / "bench-probe" / SIZE,
                         help="the benchmark's probe at 128x128 (python bench/probe.py)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every training step count")
     parser.add_argument("--max-cases", type=int, default=20, help="benchmark cases per scenario (and per "
                         "player and action for single-action): 20, so that an interval over them can exclude chance")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "learns.md")
-    parser.add_argument("--ship", action="store_true", help="export stage 3 to train/shipped/duel-tiny")
+    parser.add_argument("--ship", action="store_true", help="export stage 3 to inference/shipped/duel-tiny")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     # bf16 convolutions on AMX abort with heap corruption in torch 2.14.1's oneDNN (docs/model.md, "Known limits")
@@ -446,9 +446,9 @@ def contact_sheet(report_dir: Path, variant: str, out: Path, scenario: str = "du
 
 
 def ship(stage3: Path, table: str) -> None:
-    """Export the stage-3 student and its VAE to train/shipped/duel-tiny with a model card."""
-    from wantofight.train.generation import resolve_checkpoint
-    from wantofight.train.shipped import SHIPPED_ROOT, export_checkpoint
+    """Export the stage-3 student and its VAE to inference/shipped/duel-tiny with a model card."""
+    from wantofight.inference.generation import resolve_checkpoint
+    from wantofight.inference.shipped import SHIPPED_ROOT, export_checkpoint
 
     out = SHIPPED_ROOT / "duel-tiny"
     if out.exists():

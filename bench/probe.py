@@ -39,7 +39,7 @@ def read_speed(probe, pixels: torch.Tensor, threads: int) -> float:
 
 def generation_speed(chunks: int = 16) -> float:
     """Frames/s of a random-weight tiny model streaming `chunks` chunks (the 4-step student's path)."""
-    from wantofight.train.generation import LoadedGenerator, build_vae, stream_chunks
+    from wantofight.inference.generation import LoadedGenerator, build_vae, stream_chunks
     from wantofight_model.model import WanToFight
     from wantofight_model.presets import get_preset
 

@@ -64,7 +64,7 @@ def main() -> None:
         parser.error("--chunks must be >= 3")
     torch.set_num_threads(args.threads)
     tiny = get_preset("tiny")
-    duel = replace(tiny, height=128, width=128, dim=128, ffn_dim=256)  # train/shipped/duel-tiny's model overrides
+    duel = replace(tiny, height=128, width=128, dim=128, ffn_dim=256)  # inference/shipped/duel-tiny's model overrides
     print(f"ms per chunk (median of chunks 3..{args.chunks} x {args.repeats} repeats), {args.steps} steps, "
           f"{args.threads} thread(s), CPU")
     print(f"{'model':<20} {'geometry':<18} {'denoising-step':>14} {'clean':>11} {'ratio':>8}")

@@ -36,7 +36,7 @@ def main() -> None:
     from wantofight.benchmark.probe import load_probe
     from wantofight.datasets.frames import resize_to_model, stretch_uint8
     from wantofight.datasets.latent_cache import load_vae
-    from wantofight.train.validation import to_uint8
+    from wantofight.inference.generation import to_uint8
 
     vae, probe = load_vae(str(args.vae))[0], load_probe(args.probe)
     x_tolerance = next(f.tolerance for f in probe.fields if f.name == "x")

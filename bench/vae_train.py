@@ -75,7 +75,7 @@ def main() -> int:
 
     from wantofight.datasets.clip_dataset import ClipDataset
     from wantofight.train.game_vae import GAME_VAE, measure, parse_size, train_vae
-    from wantofight.train.generation import build_vae
+    from wantofight.inference.generation import build_vae
     from wantofight_model.config import VAEConfig
     from wantofight_model.presets import get_preset
     from wantofight_model.vae import WanVAE

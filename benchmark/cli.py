@@ -28,7 +28,7 @@ def errors() -> tuple:
     from wantofight.benchmark.run import BenchmarkError
     from wantofight.benchmark.suite import SuiteError
     from wantofight.train.evaluate import EvalError
-    from wantofight.train.generation import GenerationError
+    from wantofight.inference.generation import GenerationError
 
     return (EpisodeError, LabelError, ProbeError, BenchmarkError, SuiteError, EvalError, GenerationError,
             FileNotFoundError, ValueError)

@@ -8,7 +8,7 @@ A variant is a model and a key mode: `emulator` (the recorded frames: the ceilin
 own accuracy), `first-frame` (the prompt repeated: the floor), `vae` (the recorded frames encoded and
 decoded by a VAE: the ceiling of any model that decodes with it), or a checkpoint with the case's keys
 (`real`), no keys (`zero`) or each player given the other's keys (`swap-players`). Generation is the
-`wtf generate` path: `train.generation.stream_chunks`, chunk by chunk over the rolling KV cache.
+`wtf generate` path: `inference.generation.stream_chunks`, chunk by chunk over the rolling KV cache.
 The emulator takes the ablated key modes too (`--model emulator --keys zero`): it replays the case's
 recorded episode up to the prompt and then presses the ablated keys, which is what a model that follows
 the keys perfectly would show, so an ablation row of a checkpoint has a reference to be read against.
@@ -121,7 +121,7 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
         raise BenchmarkError(f"--vae {vae}: no VAE there (a `wtf train vae` folder or a Wan2.1 diffusers folder "
                              "holds config.json; or pass tiny)")
     if checkpoint is not None and not Path(checkpoint).exists():  # a shipped model's name: its folder
-        from wantofight.train.generation import resolve_checkpoint
+        from wantofight.inference.generation import resolve_checkpoint
 
         try:
             checkpoint = resolve_checkpoint(checkpoint)
@@ -225,7 +225,7 @@ class Producer:
     def roundtrip(self, real: np.ndarray) -> np.ndarray:
         """The case's frames encoded and decoded by the VAE (padded to 1 + 4k frames with the last one)."""
         from wantofight.datasets.frames import resize_to_model
-        from wantofight.train.validation import to_uint8
+        from wantofight.inference.generation import to_uint8
 
         if self.loaded is None:
             from wantofight.datasets.latent_cache import load_vae
@@ -240,7 +240,7 @@ class Producer:
         """The prompt frame, then each generated chunk as it comes; its wall time goes to self.seconds
         (the time spent in the model only: scoring a chunk happens between two of them)."""
         from wantofight.datasets.frames import square_resize
-        from wantofight.train.generation import prompt_frames, stream_chunks
+        from wantofight.inference.generation import prompt_frames, stream_chunks
 
         config = self.loaded.config
         prompt = prompt_frames(real[:1], config, 1)
@@ -379,7 +379,7 @@ def check_inputs(suite: Suite, probe: Probe, size: tuple[int, int], what: str) -
 
 
 def load_checkpoint(variant: Variant, suite: Suite, probe: Probe, device: str):
-    from wantofight.train.generation import load_generator
+    from wantofight.inference.generation import load_generator
 
     loaded = load_generator(variant.checkpoint, device=device)
     config = loaded.config

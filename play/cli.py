@@ -86,7 +86,7 @@ def _play_model(typed, checkpoint, game, state, p1, p2, first_frames, refs, side
     from wantofight.devices import resolve_device
     from wantofight.play.model import ModelPlayError, ModelPlaySettings, play_model
     from wantofight.play.window import DisplayError
-    from wantofight.train.generation import GenerationError
+    from wantofight.inference.generation import GenerationError
 
     try:
         settings = ModelPlaySettings(

@@ -2,7 +2,7 @@
 
 The window (play/window.py) runs in the main thread at --fps rows per second: every row it reads
 both players' keys and shows the next generated frame. A worker thread generates chunk after chunk
-of 8 frames over the model's rolling KV cache (`stream_keyed_chunks` of train/generation.py, the
+of 8 frames over the model's rolling KV cache (`stream_keyed_chunks` of inference/generation.py, the
 `wtf generate` path). It takes a chunk's keys when it starts the chunk: the rows the window read
 since it took the last chunk's, spread over the chunk's 8 rows (each row ORs its share, so a tap is
 never lost). It starts a chunk once the window has begun showing the one before, so generation runs
@@ -44,7 +44,7 @@ class ModelPlaySettings:
     """One `wtf play --checkpoint` session."""
 
     checkpoint: str
-    """A run folder, a checkpoint folder or a shipped model's name (train/generation.py resolve_checkpoint)."""
+    """A run folder, a checkpoint folder or a shipped model's name (inference/generation.py resolve_checkpoint)."""
     first_frames: Path | None = None
     """An episode folder (its row 0), an image or a video (its first frame); None: the emulator's row 0."""
     refs: tuple[str, ...] | None = None
@@ -157,7 +157,7 @@ class Generation(threading.Thread):
             yield masks
 
     def run(self) -> None:
-        from wantofight.train.generation import stream_keyed_chunks
+        from wantofight.inference.generation import stream_keyed_chunks
 
         s = self.settings
         try:
@@ -228,7 +228,7 @@ def first_frame(settings: ModelPlaySettings, game: GameSpec, state: str) -> tupl
     import json
 
     from wantofight.collect import episode_files as files
-    from wantofight.train.generation import read_frames
+    from wantofight.inference.generation import read_frames
 
     source = settings.first_frames
     if source is not None and source.is_dir():
@@ -249,7 +249,7 @@ def play_model(settings: ModelPlaySettings) -> ModelPlayResult:
     """Play the model in a window; raises ModelPlayError / GenerationError / FileNotFoundError on bad input
     and DisplayError without a display, all before the window opens."""
     from wantofight.play.controls import KeyMap
-    from wantofight.train.generation import load_generator, prompt_frames, reference_images
+    from wantofight.inference.generation import load_generator, prompt_frames, reference_images
 
     import_pygame()
     try:

@@ -343,7 +343,7 @@ def test_an_interrupted_run_keeps_its_cases_and_resume_finishes(suite_dir, probe
 
 @pytest.mark.slow
 def test_the_shipped_model_is_scored_by_its_name(suite_dir, runs, tmp_path):
-    """`--checkpoint duel-tiny` (train/shipped): scored with a probe at the 128x128 it generates."""
+    """`--checkpoint duel-tiny` (inference/shipped): scored with a probe at the 128x128 it generates."""
     probe = tmp_path / "probe128"
     train_probe(runs, probe, ProbeConfig(size=(128, 128), steps=3, batch_size=8, max_frames=200, val_fraction=0.25))
     out = tmp_path / "r"

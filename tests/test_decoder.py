@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from datasets_helpers import small_dataset
 from model_helpers import one_torch_thread  # noqa: F401
+from wantofight.inference.decoder import load_pruned_decoder, residual_blocks
+from wantofight.inference.generation import build_vae
 from wantofight.train import generate_cli
-from wantofight.train.pruned_decoder import (count_parameters, load_pruned_decoder, prune_decoder, residual_blocks,
-                                             save_pruned_decoder, with_decoder)
-from wantofight.train.generation import build_vae
+from wantofight.train.pruned_decoder import count_parameters, prune_decoder, save_pruned_decoder, with_decoder
 from wantofight_model.presets import get_preset
 
 

@@ -14,10 +14,9 @@ from model_helpers import one_torch_thread, tiny_model  # noqa: F401
 from wantofight.annotate import hud as hud_lib
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
+from wantofight.inference.generation import (LoadedGenerator, Mp4Writer, build_vae, key_rows, keys_tensor, read_frames,
+                                             stream_chunks, to_uint8)
 from wantofight.train import generate_cli
-from wantofight.train.generation import (LoadedGenerator, Mp4Writer, build_vae, key_rows, keys_tensor, read_frames,
-                                         stream_chunks)
-from wantofight.train.validation import to_uint8
 from wantofight_model.generate import StreamingGenerator
 from wantofight_model.weights import save_model
 

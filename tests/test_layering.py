@@ -13,14 +13,16 @@ FLOORS = {
     "collect": 1,
     "annotate": 2,
     "datasets": 3,
-    "train": 4,
-    "export": 4,
-    "benchmark": 5,
-    "play": 5,
-    "cli": 6,               # wantofight/cli.py: the root `wtf` app registers every room's commands
+    "inference": 4,         # loading a model, streaming its rollout, decoding to video: no trainer
+    "train": 5,
+    "export": 5,
+    "benchmark": 6,
+    "play": 6,
+    "cli": 7,               # wantofight/cli.py: the root `wtf` app registers every room's commands
 }
-FOLDERS = {"collect": "collect", "annotate": "annotate", "datasets": "datasets", "train": "train", "export": "export",
-           "benchmark": "benchmark", "play": "play", "wantofight_model": "wantofight_model", "ground": "wantofight"}
+FOLDERS = {"collect": "collect", "annotate": "annotate", "datasets": "datasets", "inference": "inference",
+           "train": "train", "export": "export", "benchmark": "benchmark", "play": "play",
+           "wantofight_model": "wantofight_model", "ground": "wantofight"}
 
 
 def room_of_file(path: Path) -> str:
@@ -84,4 +86,4 @@ def test_the_check_sees_an_upward_import_inside_a_function(tmp_path, monkeypatch
     fake.mkdir()
     (fake / "sneaky.py").write_text("def f():\n    from wantofight.train import trainer\n    return trainer\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
-    assert violations() == ["collect/sneaky.py:2 (collect, floor 1) imports wantofight.train (train, floor 4)"]
+    assert violations() == ["collect/sneaky.py:2 (collect, floor 1) imports wantofight.train (train, floor 5)"]

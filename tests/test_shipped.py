@@ -1,4 +1,4 @@
-"""The model shipped with the project, `duel-tiny` (train/shipped/duel-tiny, made by `python bench/learns.py
+"""The model shipped with the project, `duel-tiny` (inference/shipped/duel-tiny, made by `python bench/learns.py
 --ship`): it loads by name from a fresh install, generates the game from a real recording's first frame,
 what it generates depends on the keys it is given, and `wtf play --checkpoint duel-tiny` plays it."""
 
@@ -12,8 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from wantofight.cli import app
-from wantofight.train.generation import read_frames
-from wantofight.train.shipped import SHIPPED_ROOT, shipped_names
+from wantofight.inference.generation import read_frames
+from wantofight.inference.shipped import SHIPPED_ROOT, shipped_names
 
 from test_play import KEYMAP, display, keysym, model_session, xdotool  # noqa: F401 (display: a fixture)
 
@@ -36,21 +36,21 @@ def test_duel_tiny_is_shipped_small_with_its_vae_and_its_card():
 def test_models_saved_before_the_clean_cache_write_keep_the_write_they_were_made_with():
     """duel-tiny (and any config saved without `cache_write`) samples, resumes and reports with the
     denoising-step write it was trained and benchmarked with; new configs get the clean write."""
-    from wantofight.train import checkpoint as ckpt
+    from wantofight.inference import checkpoints
+    from wantofight.inference.generation import read_checkpoint_model_config
     from wantofight.train.config import TrainConfig
-    from wantofight.train.generation import read_checkpoint_model_config
     from wantofight_model.config import ModelConfig
     from wantofight_model.presets import get_preset
 
     folder = SHIPPED_ROOT / "duel-tiny"
-    saved = ckpt.read_config(folder)
+    saved = checkpoints.read_config(folder)
     assert "cache_write" not in saved["model"]
     assert read_checkpoint_model_config(folder)[0].cache_write == "denoising-step"  # wtf generate/play, benchmark
-    assert TrainConfig.from_dict(ckpt.saved_train_config(saved)).model_config().cache_write == "denoising-step"
+    assert TrainConfig.from_dict(checkpoints.saved_train_config(saved)).model_config().cache_write == "denoising-step"
     assert ModelConfig.from_dict(saved["model"]).cache_write == "denoising-step"  # a save_model file's metadata
     assert get_preset("tiny").cache_write == get_preset("wan-1.3b").cache_write == "clean"
     newer = {**saved, "model": {**saved["model"], "cache_write": "clean"}}
-    assert TrainConfig.from_dict(ckpt.saved_train_config(newer)).model_config().cache_write == "clean"
+    assert TrainConfig.from_dict(checkpoints.saved_train_config(newer)).model_config().cache_write == "clean"
 
 
 @pytest.fixture(scope="module")

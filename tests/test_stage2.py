@@ -8,7 +8,7 @@ import torch
 from model_helpers import one_torch_thread  # noqa: F401 - autouse: single-threaded tiny tensors
 from train_helpers import (BASE_SETS, KEYED_SETS, FixedBatch, FixedDraws, KeyedBlobDataset, keyed_losses, losses,
                            stage_config, synthetic_datasets, tiny_config)
-from wantofight.train import checkpoint as ckpt
+from wantofight.inference import checkpoints
 from wantofight.train.run import train
 from wantofight.train.stage1 import Stage1Trainer
 from wantofight.train.stage2 import Stage2Trainer
@@ -155,7 +155,7 @@ def test_stage2_binds_each_players_keys_to_that_players_blob(keyed_stage2):
 def test_init_from_stage1_takes_its_ema_weights_and_refuses_other_stages(tmp_path, stage1_run):
     trainer = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "a", init_from=stage1_run,
                             datasets=synthetic_datasets(), progress=False)
-    ema = ckpt.read_tensors(ckpt.latest_checkpoint(stage1_run), "ema.safetensors")
+    ema = checkpoints.read_tensors(checkpoints.latest_checkpoint(stage1_run), "ema.safetensors")
     state = trainer.model.dit.state_dict()
     assert all(torch.equal(state[k], v) for k, v in ema.items())
     trainer.fit()
@@ -175,10 +175,10 @@ def test_stage2_resume_is_exact(tmp_path, stage1_run):
           datasets=synthetic_datasets())
     a, b = losses(tmp_path / "full"), losses(tmp_path / "cut")
     assert sorted(b) == [1, 2, 3, 4] and all(a[s] == b[s] for s in a), (a, b)
-    wa = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "full"), "model.safetensors")
-    wb = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
+    wa = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "full"), "model.safetensors")
+    wb = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "cut"))["stage"] == "stage2"
+    assert checkpoints.read_config(checkpoints.latest_checkpoint(tmp_path / "cut"))["stage"] == "stage2"
 
 
 @pytest.mark.slow

@@ -9,11 +9,12 @@ import torch
 
 from model_helpers import keys as random_keys, latents as random_latents, one_torch_thread, ref_tokens, tiny_model  # noqa: F401
 from train_helpers import BASE_SETS, FixedBatch, stage_config, synthetic_datasets
+from wantofight.inference import checkpoints
+from wantofight.inference.generation import read_frames
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.collapse import CollapseConfig, CollapseDetector, CollapseError, batch_stats, problem
 from wantofight.train.config import ConfigError
 from wantofight.train.dmd import dmd_gradient, dmd_loss, dmd_sigmas, generator_loss, self_forcing_rollout
-from wantofight.train.generation import read_frames
 from wantofight.train.metrics import read_metrics
 from wantofight.train.stage2 import Stage2Trainer
 from wantofight.train.stage3 import DMDConfig, Stage3Trainer, resolve_dmd, train_stage3
@@ -104,7 +105,7 @@ def test_one_rollout_loop_serves_inference_and_stage3(tmp_path, teacher, monkeyp
     second sampling loop to keep equal."""
     import sys
 
-    from wantofight.train.generation import LoadedGenerator, build_vae, stream_chunks
+    from wantofight.inference.generation import LoadedGenerator, build_vae, stream_chunks
     from wantofight_model.rollout import rollout_chunks
 
     callers, frames = [], []
@@ -149,7 +150,7 @@ def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
     config = stage_config("stage3", "max_steps=2", "ema_decay=0.0")
     trainer = Stage3Trainer(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=3),
                             datasets=synthetic_datasets(), progress=False)
-    teacher_w = ckpt.read_tensors(ckpt.latest_checkpoint(teacher), "ema.safetensors")
+    teacher_w = checkpoints.read_tensors(checkpoints.latest_checkpoint(teacher), "ema.safetensors")
     for net in (trainer.model.dit, trainer.critic, trainer.teacher):  # all three start as the teacher
         assert all(torch.equal(net.state_dict()[k], v) for k, v in teacher_w.items())
     trainer.fit()
@@ -160,7 +161,7 @@ def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
     assert all(torch.equal(trainer.teacher.state_dict()[k], v) for k, v in teacher_w.items())  # frozen
     records = read_metrics(tmp_path / "run")
     assert [r["critic_updates"] for r in records] == [3, 6]
-    assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "run"))["dmd"]["critic_steps"] == 3
+    assert checkpoints.read_config(checkpoints.latest_checkpoint(tmp_path / "run"))["dmd"]["critic_steps"] == 3
 
 
 class RecordsRollouts(Stage3Trainer):
@@ -275,7 +276,8 @@ def test_stage3_student_catches_up_with_a_teacher_overfit_on_one_batch(tmp_path)
                         dmd=DMDConfig(critic_steps=3, critic_lr=5e-3), datasets=synthetic_datasets(), progress=False)
     assert student.batch()["clip_id"] == teacher.batch()["clip_id"]
     teacher_distance = student.distance()
-    behind = ckpt.read_tensors(tmp_path / "teacher" / "checkpoints" / ckpt.checkpoint_name(100), "model.safetensors")
+    teacher_at_100 = tmp_path / "teacher" / "checkpoints" / ckpt.checkpoint_name(100)
+    behind = checkpoints.read_tensors(teacher_at_100, "model.safetensors")
     student.model.dit.load_state_dict(behind)
     start = student.distance()
     assert start > 5 * teacher_distance, (start, teacher_distance)  # the student starts well behind
@@ -295,8 +297,8 @@ def test_stage3_resume_is_exact(tmp_path, teacher):
     assert [r["step"] for r in b] == [1, 2, 3, 4]
     for ra, rb in zip(a, b):
         assert ra["loss"] == rb["loss"] and ra["critic_loss"] == rb["critic_loss"], (ra, rb)
-    fa, fb = ckpt.latest_checkpoint(tmp_path / "full"), ckpt.latest_checkpoint(tmp_path / "cut")
-    wa, wb = ckpt.read_tensors(fa, "model.safetensors"), ckpt.read_tensors(fb, "model.safetensors")
+    fa, fb = checkpoints.latest_checkpoint(tmp_path / "full"), checkpoints.latest_checkpoint(tmp_path / "cut")
+    wa, wb = checkpoints.read_tensors(fa, "model.safetensors"), checkpoints.read_tensors(fb, "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     ca, cb = ckpt.read_torch(fa, "trainer.pt"), ckpt.read_torch(fb, "trainer.pt")
     assert ca["critic_updates"] == cb["critic_updates"] == 8
@@ -325,10 +327,11 @@ def assert_same_run(single, parallel) -> None:
     for ra, rb in zip(a, b):
         for key in ("loss", "critic_loss", "collapse/fake_std", "collapse/real_mean"):
             assert rb[key] == pytest.approx(ra[key], rel=1e-5), (ra["step"], key, ra[key], rb[key])
-    fa, fb = ckpt.latest_checkpoint(single), ckpt.latest_checkpoint(parallel)
+    fa, fb = checkpoints.latest_checkpoint(single), checkpoints.latest_checkpoint(parallel)
     # AdamW turns float-rounding differences of near-zero gradients into steps of up to lr (1e-3 here), so
     # the weights match to 1e-4 after 3 steps; an update from half the batch would differ by ~1e-3
-    for wa, wb in ((ckpt.read_tensors(fa, "model.safetensors"), ckpt.read_tensors(fb, "model.safetensors")),
+    for wa, wb in ((checkpoints.read_tensors(fa, "model.safetensors"),
+                    checkpoints.read_tensors(fb, "model.safetensors")),
                    (ckpt.read_torch(fa, "trainer.pt")["critic"], ckpt.read_torch(fb, "trainer.pt")["critic"])):
         assert set(wa) == set(wb)
         for k in wa:
@@ -354,9 +357,9 @@ def test_stage3_fsdp2_on_two_processes_trains_saves_and_resumes_like_one_process
     train_stage3(preset="tiny", data=None, out=tmp_path / "single", teacher=teacher, max_steps=3,
                  sets=BASE_SETS + sets, progress=False, datasets=synthetic_datasets())
     two_process_stage3(tmp_path / "fsdp", teacher, ["parallel=fsdp", "max_steps=2", *sets])
-    assert ckpt.latest_checkpoint(tmp_path / "fsdp").name == ckpt.checkpoint_name(2)
+    assert checkpoints.latest_checkpoint(tmp_path / "fsdp").name == ckpt.checkpoint_name(2)
     two_process_stage3(tmp_path / "fsdp", None, ["parallel=fsdp", "max_steps=3", *sets], resume=True)
-    saved = ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "fsdp"))
+    saved = checkpoints.read_config(checkpoints.latest_checkpoint(tmp_path / "fsdp"))
     assert saved["world_size"] == 2 and saved["train"]["parallel"] == "fsdp" and saved["dmd"]["critic_steps"] == 2
     assert_same_run(tmp_path / "single", tmp_path / "fsdp")
 
@@ -405,7 +408,7 @@ def test_collapse_stops_training_and_names_the_last_good_checkpoint(tmp_path, te
     good = tmp_path / "run" / "checkpoints" / "step_00000002"
     assert "collapse detected at step 4" in message and "since step 3" in message
     assert f"last good checkpoint: {good}" in message
-    assert ckpt.latest_checkpoint(tmp_path / "run").name == "step_00000003"  # nothing saved after detection
+    assert checkpoints.latest_checkpoint(tmp_path / "run").name == "step_00000003"  # nothing saved after detection
     detector = CollapseDetector(CollapseConfig(patience=1))
     with pytest.raises(CollapseError, match="no checkpoint was written"):
         detector.check(torch.zeros(2, 3), torch.randn(2, 3), 1, tmp_path / "empty")
@@ -446,6 +449,6 @@ def test_cli_stage1_stage2_stage3_on_a_real_dataset(recorded, tmp_path_factory, 
         videos = list((tmp_path / stage / "val").glob("step_*.mp4"))
         assert videos, f"{stage} wrote no validation video"
         assert read_frames(videos[0]).shape[0] == 17
-    assert ckpt.read_config(ckpt.latest_checkpoint(tmp_path / "s3"))["stage"] == "stage3"
+    assert checkpoints.read_config(checkpoints.latest_checkpoint(tmp_path / "s3"))["stage"] == "stage3"
     result = run(root, ["train", "stage3", "--data", str(ds), "--out", str(tmp_path / "bad"), *sets])
     assert result.exit_code == 2 and "needs --teacher" in result.output

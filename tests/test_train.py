@@ -11,6 +11,7 @@ import torch
 
 from train_helpers import (KEYED_SETS, FixedBatch, FixedDraws, KeyedBlobDataset, SyntheticLatentDataset, keyed_losses,
                            losses, synthetic_datasets, tiny_config)
+from wantofight.inference import checkpoints
 from wantofight.outputs import OutputExists
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, resolve_config
@@ -147,7 +148,8 @@ def test_ctrl_c_then_resume_gives_the_same_loss_at_every_later_step(tmp_path):
     config = tiny_config(*sets)
     with pytest.raises(KeyboardInterrupt):
         InterruptAt(config, None, tmp_path / "cut", datasets=synthetic_datasets(), progress=False).fit()
-    assert ckpt.latest_checkpoint(tmp_path / "cut").name == ckpt.checkpoint_name(3)  # step 3 finished, then saved
+    # step 3 finished, then saved
+    assert checkpoints.latest_checkpoint(tmp_path / "cut").name == ckpt.checkpoint_name(3)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     resumed = train("stage1", preset="tiny", data=None, out=tmp_path / "cut", resume=True, progress=False,
@@ -157,13 +159,13 @@ def test_ctrl_c_then_resume_gives_the_same_loss_at_every_later_step(tmp_path):
     assert sorted(b) == list(range(1, 8))
     for step in range(1, 8):
         assert a[step] == b[step], (step, a[step], b[step])  # exact, not approximately
-    final_a = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "full"), "model.safetensors")
-    final_b = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
-    ema_a = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "full"), "ema.safetensors")
-    ema_b = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "cut"), "ema.safetensors")
+    final_a = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "full"), "model.safetensors")
+    final_b = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "cut"), "model.safetensors")
+    ema_a = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "full"), "ema.safetensors")
+    ema_b = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "cut"), "ema.safetensors")
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
     assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a)
-    assert len(ckpt.list_checkpoints(tmp_path / "full")) == 2  # keep_last of the tiny preset
+    assert len(checkpoints.list_checkpoints(tmp_path / "full")) == 2  # keep_last of the tiny preset
 
 
 def tiny_config_sets(*sets: str) -> list[str]:
@@ -297,5 +299,6 @@ def test_fsdp2_on_two_processes_trains_saves_and_resumes_like_one_process(tmp_pa
     assert sorted(b) == [1, 2, 3]
     for step in a:
         assert b[step] == pytest.approx(a[step], rel=1e-5), step
-    saved = ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "fsdp"), "model.safetensors")
-    assert set(saved) == set(ckpt.read_tensors(ckpt.latest_checkpoint(tmp_path / "single"), "model.safetensors"))
+    saved = checkpoints.read_tensors(checkpoints.latest_checkpoint(tmp_path / "fsdp"), "model.safetensors")
+    single = checkpoints.latest_checkpoint(tmp_path / "single")
+    assert set(saved) == set(checkpoints.read_tensors(single, "model.safetensors"))

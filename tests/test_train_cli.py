@@ -11,6 +11,7 @@ from hud_helpers import index_line, title
 from wantofight.annotate import hud
 from wantofight.annotate.curriculum import BuildOptions, build_curriculum
 from wantofight.cli import app
+from wantofight.inference import checkpoints
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.metrics import read_metrics
 
@@ -39,8 +40,8 @@ def test_cli_trains_20_steps_from_clips_and_writes_checkpoints_metrics_and_a_hud
     result = CliRunner().invoke(app, ["train", "stage1", "--preset", "tiny", "--data", str(dataset), "--out", str(run),
                                       "--steps", "20", *FAST])
     assert result.exit_code == 0, result.output
-    assert [p.name for p in ckpt.list_checkpoints(run)] == [ckpt.checkpoint_name(10), ckpt.checkpoint_name(20)]
-    saved = ckpt.read_config(ckpt.latest_checkpoint(run))
+    assert [p.name for p in checkpoints.list_checkpoints(run)] == [ckpt.checkpoint_name(10), ckpt.checkpoint_name(20)]
+    saved = checkpoints.read_config(checkpoints.latest_checkpoint(run))
     assert saved["train"]["data"]["frames"] == 9 and saved["preset"] == "tiny" and saved["source"] == "clips"
     records = read_metrics(run)
     assert [r["step"] for r in records] == list(range(1, 21))

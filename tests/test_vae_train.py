@@ -244,7 +244,7 @@ def same_weights(a, b) -> bool:
 
 @pytest.mark.slow
 def test_stage1_trains_through_the_game_vae_and_generation_decodes_with_it(ds_dir, vae_dir, tmp_path):
-    from wantofight.train.generation import load_generator
+    from wantofight.inference.generation import load_generator
 
     run = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "stage1", "--data", str(ds_dir), "--out", str(run), *STAGE1_FAST,
@@ -281,7 +281,7 @@ def test_a_128x128_model_runs_on_the_game_vaes_16x16_latents(vae_dir):
     from dataclasses import replace
 
     from model_helpers import keys, ref_images
-    from wantofight.train.generation import build_vae
+    from wantofight.inference.generation import build_vae
     from wantofight_model.model import WanToFight
 
     config = get_preset("tiny", height=128, width=128)
@@ -307,8 +307,8 @@ def test_wtf_train_decoder_prunes_the_game_vae(ds_dir, vae_dir, tmp_path):
 
 @pytest.mark.slow
 def test_a_shipped_model_loads_by_name_and_decodes_with_the_vae_it_carries(ds_dir, vae_dir, tmp_path, monkeypatch):
-    from wantofight.train import shipped
-    from wantofight.train.generation import load_generator, resolve_checkpoint
+    from wantofight.inference import shipped
+    from wantofight.inference.generation import load_generator, resolve_checkpoint
 
     run = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "stage1", "--data", str(ds_dir), "--out", str(run), *STAGE1_FAST,

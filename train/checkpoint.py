@@ -12,6 +12,8 @@
 
 A checkpoint is written into a hidden temporary folder and renamed into place when complete, then
 `latest` is replaced atomically; a crash at any moment leaves the previous checkpoint usable.
+Finding the newest and reading what sampling needs (config.json, the safetensors) is
+inference/checkpoints.py's; this module writes checkpoints and reads back the trainer's own state.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINT_DIR = "checkpoints"
-PREFIX = "step_"
+from wantofight.inference.checkpoints import CHECKPOINT_DIR, PREFIX, list_checkpoints
 
 
 class CheckpointError(RuntimeError):
@@ -36,26 +37,6 @@ class CheckpointError(RuntimeError):
 
 def checkpoint_name(step: int) -> str:
     return f"{PREFIX}{step:08d}"
-
-
-def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
-    root = Path(run_dir) / CHECKPOINT_DIR
-    if not root.exists():
-        return []
-    done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX) and (p / "config.json").exists()]
-    return sorted(done, key=lambda p: int(p.name[len(PREFIX):]))
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    root = Path(run_dir) / CHECKPOINT_DIR
-    pointer = root / "latest"
-    if pointer.exists():
-        candidate = root / pointer.read_text().strip()
-        if (candidate / "config.json").exists():
-            return candidate
-    found = list_checkpoints(run_dir)
-    return found[-1] if found else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,17 +141,6 @@ SAMPLING_FIELDS = ("gradient_checkpointing", "cache_write", "cache_write_step", 
 model that differs in them (an old teacher seeds a student with the clean cache write)."""
 
 
-def saved_train_config(saved: dict) -> dict:
-    """A checkpoint's saved train config, with the model fields its model predates set to the values it
-    was made with (`LEGACY_FIELDS`): an old run resumes, and an old model samples, as before."""
-    from wantofight_model.config import LEGACY_FIELDS
-
-    train = json.loads(json.dumps(saved["train"]))
-    missing = {k: v for k, v in LEGACY_FIELDS.items() if k not in saved.get("model", {})}
-    train["model"] = {**missing, **(train.get("model") or {})}
-    return train
-
-
 def model_differences(saved: dict, mine: dict) -> list[str]:
     """Model-config fields (of `to_dict()`) in which a checkpoint's saved model differs from `mine`, as
     "field=saved value"; `SAMPLING_FIELDS` are not part of the model, and a VAE named by a relative
@@ -184,17 +154,6 @@ def model_differences(saved: dict, mine: dict) -> list[str]:
     mine = json.loads(json.dumps(mine))  # tuples -> lists, as saved
     return [f"{k}={saved.get(k)!r}" for k in sorted(mine) if k not in SAMPLING_FIELDS
             and (vae_folder(saved) != vae_folder(mine) if k == "vae" else saved.get(k) != mine[k])]
-
-
-def read_config(path: Path) -> dict:
-    return json.loads((Path(path) / "config.json").read_text())
-
-
-def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor] | None:
-    from safetensors.torch import load_file
-
-    file = Path(path) / name
-    return load_file(str(file)) if file.exists() else None
 
 
 def read_torch(path: Path, name: str) -> Any:

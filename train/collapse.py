@@ -117,7 +117,7 @@ class CollapseDetector:
 
 def last_good_checkpoint(run_dir: Path, first_bad_step: int) -> Path | None:
     """The newest complete checkpoint written before `first_bad_step` (its step < first_bad_step)."""
-    from wantofight.train import checkpoint as ckpt
+    from wantofight.inference import checkpoints
 
-    good = [p for p in ckpt.list_checkpoints(run_dir) if int(p.name[len(ckpt.PREFIX):]) < first_bad_step]
+    good = [p for p in checkpoints.list_checkpoints(run_dir) if int(p.name[len(checkpoints.PREFIX):]) < first_bad_step]
     return good[-1] if good else None

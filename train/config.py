@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -219,24 +219,12 @@ class TrainConfig:
 
     def model_config(self):
         """The model preset with `model` overrides applied (validated by ModelConfig itself)."""
-        from wantofight_model.config import ModelConfig
-        from wantofight_model.presets import get_preset
+        from wantofight.inference.checkpoints import model_config
 
-        overrides = dict(self.model)
-        base = get_preset(self.preset)
-        if "vae" in overrides:
-            overrides["vae"] = replace(base.vae, **overrides["vae"]) if isinstance(overrides["vae"], dict) \
-                else overrides["vae"]
-        known = {f.name for f in fields(ModelConfig)}
-        unknown = sorted(set(overrides) - known)
-        _check(not unknown, f"unknown model field(s) {unknown}; valid: {', '.join(sorted(known))}")
-        for key, value in list(overrides.items()):
-            if isinstance(value, list):
-                overrides[key] = tuple(value)
         try:
-            return replace(base, **overrides)
+            return model_config(self.preset, self.model)
         except ValueError as err:
-            raise ConfigError(f"model: {err}") from err
+            raise ConfigError(str(err)) from err
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -181,8 +181,7 @@ def evaluate(checkpoint: str | Path, data: str | Path, split: str = "val", frame
     from wantofight.collect.keyfile import write_key_file
     from wantofight.collect.keys import array_to_masks
     from wantofight.datasets.clip_dataset import ClipDataset
-    from wantofight.train.generation import load_generator, stream_chunks
-    from wantofight.train.validation import to_uint8
+    from wantofight.inference.generation import load_generator, stream_chunks, to_uint8
 
     _torchmetrics()
     loaded = load_generator(checkpoint, None, weights, device, decoder)

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from wantofight import outputs
+from wantofight.inference import checkpoints
 from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its checkpoints there until complete
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, TrainConfig, apply_sets, build_config, split_sets
@@ -335,8 +336,8 @@ class VAETrainer(Trainer):
         self.overwrite = overwrite
         run_dir = staging_dir(self.out)
         saved = None
-        if resume and ckpt.latest_checkpoint(run_dir) is not None:
-            saved = ckpt.read_config(ckpt.latest_checkpoint(run_dir)).get("vae")
+        if resume and checkpoints.latest_checkpoint(run_dir) is not None:
+            saved = checkpoints.read_config(checkpoints.latest_checkpoint(run_dir)).get("vae")
         self.settings = settings or (VAETrainConfig(**saved) if saved else VAETrainConfig())
         if config.parallel == "fsdp":
             raise ConfigError("parallel=fsdp shards DiT blocks; the VAE trains with ddp or none")
@@ -637,7 +638,7 @@ def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 1
     if data is not None and not Path(data).is_dir():
         raise FileNotFoundError(f"--data {data} does not exist or is not a folder")
     run_dir = staging_dir(out)
-    found = ckpt.latest_checkpoint(run_dir)
+    found = checkpoints.latest_checkpoint(run_dir)
     if resume and found is None:
         raise TrainError(f"--resume: no interrupted run for {out} ({run_dir} holds no checkpoint); start without "
                          "--resume")
@@ -645,7 +646,7 @@ def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 1
         raise TrainError(f"an interrupted run for {out} is in {run_dir}: pass --resume to continue it, or delete "
                          "that folder")
     vae_sets, other = split_sets(sets, "vae")
-    saved = ckpt.read_config(found) if resume else None
+    saved = checkpoints.read_config(found) if resume else None
     base = saved["train"] if saved else default_config(size).to_dict()
     if saved is None:
         base["model"] = {**base["model"], "height": size[0], "width": size[1]}

@@ -44,7 +44,7 @@ def generate_command(
     from wantofight.collect.game_registry import resolve_refs
     from wantofight.collect.keyfile import KeyFileError
     from wantofight.devices import resolve_device
-    from wantofight.train.generation import GenerationError, generate_from_files
+    from wantofight.inference.generation import GenerationError, generate_from_files
 
     device = resolve_device(device)
     if steps < 1:
@@ -81,7 +81,7 @@ def eval_command(
     """Replay the clips' key streams from their first frames; PSNR / SSIM / LPIPS per tier and latency per chunk."""
     from wantofight.devices import resolve_device
     from wantofight.train.evaluate import EvalError, evaluate, write_report
-    from wantofight.train.generation import GenerationError
+    from wantofight.inference.generation import GenerationError
 
     try:
         result = evaluate(checkpoint, data, split, frames, steps, keys_dir, max_clips, tiers, decoder=decoder,
@@ -174,8 +174,9 @@ def decoder_command(
     set_: List[str] = typer.Option([], "--set", help="Override a field: --set decoder.seed=1, --set decoder.eval_items=8 (repeatable)."),
 ) -> None:
     """Structured pruning of the Wan VAE decoder, fine-tuned against the full decoder and the frames."""
+    from wantofight.inference.decoder import PruningError
     from wantofight.train.data import DataError
-    from wantofight.train.pruned_decoder import PruningError, resolve_decoder_settings, train_decoder
+    from wantofight.train.pruned_decoder import resolve_decoder_settings, train_decoder
 
     try:
         config = resolve_decoder_settings(set_, keep_ratio=keep, steps=steps, lr=lr, batch_size=batch_size,

@@ -28,14 +28,14 @@ def trainer_class(stage: str):
 def resolve(stage: str, preset: str, out: Path, resume: bool, config_file=None, sets=(), max_steps=None):
     """The run's config: the preset (or, with --resume, the config saved in the last checkpoint),
     then the file, --max-steps and --set."""
-    from wantofight.train import checkpoint as ckpt
+    from wantofight.inference import checkpoints
     from wantofight.train.config import resolve_config
 
     base = None
     if resume:
-        found = ckpt.latest_checkpoint(out)
+        found = checkpoints.latest_checkpoint(out)
         if found is not None:
-            base = ckpt.saved_train_config(ckpt.read_config(found))
+            base = checkpoints.saved_train_config(checkpoints.read_config(found))
     return resolve_config(preset, file=config_file, sets=list(sets), base=base, stage=stage, max_steps=max_steps)
 
 

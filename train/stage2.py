@@ -49,11 +49,12 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
                          prefer_ema: bool = True) -> Path:
     """Load a trainer checkpoint (run or checkpoint folder) of one of `expect_stages` into `model`
     (a WanToFight), after checking its preset and model config match the trainer's."""
+    from wantofight.inference import checkpoints
+    from wantofight.inference.generation import resolve_checkpoint
     from wantofight.train import checkpoint as ckpt
-    from wantofight.train.generation import resolve_checkpoint
 
     path = resolve_checkpoint(source)
-    saved = ckpt.read_config(path)
+    saved = checkpoints.read_config(path)
     if saved.get("stage") not in expect_stages:
         raise TrainError(f"{path} is a {saved.get('stage')} checkpoint; {trainer.stage} starts from "
                          f"{' or '.join(expect_stages)}")
@@ -63,12 +64,12 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
     changed = ckpt.model_differences(saved["model"], trainer.model_config.to_dict())
     if changed:
         raise TrainError(f"{path} holds a model with different {', '.join(changed)}")
-    state = ckpt.read_tensors(path, "model.safetensors")
-    ema = ckpt.read_tensors(path, "ema.safetensors") if prefer_ema else None
+    state = checkpoints.read_tensors(path, "model.safetensors")
+    ema = checkpoints.read_tensors(path, "ema.safetensors") if prefer_ema else None
     if ema is not None:
         state = {**state, **ema}
     model.dit.load_state_dict(state)
-    ref = ckpt.read_tensors(path, "reference_encoder.safetensors")
+    ref = checkpoints.read_tensors(path, "reference_encoder.safetensors")
     if ref is not None:
         model.reference_encoder.load_state_dict(ref)
     trainer.log(f"initialised from {path} ({'EMA' if ema is not None else 'raw'} weights of step {saved.get('step')})")

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import torch
 
+from wantofight.inference import checkpoints
 from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
 from wantofight.train.collapse import CollapseConfig, CollapseDetector
@@ -123,8 +124,8 @@ class Stage3Trainer(Stage2Trainer):
 
         run = outputs.claim(run_dir, kwargs.get("overwrite", False), resume=True)  # the run --resume continues
         saved = None
-        if resume and ckpt.latest_checkpoint(run) is not None:
-            saved = ckpt.read_config(ckpt.latest_checkpoint(run))
+        if resume and checkpoints.latest_checkpoint(run) is not None:
+            saved = checkpoints.read_config(checkpoints.latest_checkpoint(run))
         if teacher is None:
             if saved is None:
                 raise TrainError("stage3 needs --teacher STAGE2_CKPT (a stage-2 run or checkpoint folder)")
@@ -317,8 +318,8 @@ def train_stage3(*, preset: str, data, out: Path, teacher=None, max_steps=None, 
     dmd_sets, other = split_sets(sets, "dmd")
     base = None
     run = outputs.claim(out, overwrite, resume=True)  # the run --resume continues
-    if resume and ckpt.latest_checkpoint(run) is not None:
-        base = ckpt.read_config(ckpt.latest_checkpoint(run)).get("dmd")
+    if resume and checkpoints.latest_checkpoint(run) is not None:
+        base = checkpoints.read_config(checkpoints.latest_checkpoint(run)).get("dmd")
     dmd = resolve_dmd(dmd_sets, base)
     config = resolve("stage3", preset, run, resume, config_file, other, max_steps)
     trainer = Stage3Trainer(config, data, out, teacher=teacher, dmd=dmd, resume=resume, device=device,

@@ -32,6 +32,7 @@ from torch import nn
 
 from wantofight import outputs
 from wantofight.datasets.loader import frames_to_model
+from wantofight.inference import checkpoints
 from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
 from wantofight.train.config import TrainConfig, format_config
@@ -165,13 +166,14 @@ class Trainer:
     def claim_run_dir(self, out: Path, resume: bool, overwrite: bool) -> Path:
         """The folder checkpoints go to: `out`, or with --overwrite a staging folder beside it that
         replaces `out` once the run is complete (wantofight/outputs.py)."""
-        return outputs.claim(out, overwrite, resume=resume, resumable=ckpt.latest_checkpoint(out) is not None)
+        return outputs.claim(out, overwrite, resume=resume, resumable=checkpoints.latest_checkpoint(out) is not None)
 
     def _check_run_dir(self, resume: bool) -> Path | None:
-        found = ckpt.latest_checkpoint(self.run_dir)
+        found = checkpoints.latest_checkpoint(self.run_dir)
         if resume and found is None:
             raise TrainError(f"--resume: {self.run_dir} holds no complete checkpoint "
-                             f"({self.run_dir / ckpt.CHECKPOINT_DIR} is missing or empty); start without --resume")
+                             f"({self.run_dir / checkpoints.CHECKPOINT_DIR} is missing or empty); "
+                             "start without --resume")
         if not resume and found is not None:
             raise TrainError(f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to "
                              "continue that run or choose another --out")
@@ -618,7 +620,7 @@ class Trainer:
         return final
 
     def check_checkpoint(self, path: Path) -> None:
-        saved = ckpt.read_config(path)
+        saved = checkpoints.read_config(path)
         if saved.get("stage") != self.stage and not self.accepts_checkpoint_of(saved.get("stage")):
             raise TrainError(f"{path} is a {saved.get('stage')} checkpoint; this is {self.stage}")
         if saved.get("preset") != self.config.preset:
@@ -635,9 +637,9 @@ class Trainer:
     def load(self, path: Path) -> None:
         """Restore weights, optimiser, LR schedule, EMA, step, RNG; the data position follows the step."""
         self.check_checkpoint(path)
-        weights = ckpt.read_tensors(path, "model.safetensors")
+        weights = checkpoints.read_tensors(path, "model.safetensors")
         dist_utils.load_model_state(self.wrapped, weights)
-        ref = ckpt.read_tensors(path, "reference_encoder.safetensors")
+        ref = checkpoints.read_tensors(path, "reference_encoder.safetensors")
         if ref is not None:
             self.model.reference_encoder.load_state_dict(ref)
         dist_utils.load_optimizer_state(self.wrapped, self.optimizer, ckpt.read_torch(path, "optimizer.pt"))
@@ -646,13 +648,13 @@ class Trainer:
         self.step_count = state["step"]
         self.samples_seen = state["samples_seen"]
         if self.ema is not None:
-            ema = ckpt.read_tensors(path, "ema.safetensors")
+            ema = checkpoints.read_tensors(path, "ema.safetensors")
             if ema is None:
                 raise TrainError(f"{path} has no ema.safetensors but ema_decay={self.config.ema_decay}")
             self.ema.load_state_dict(ema)
         rng = ckpt.read_rng(path, self.dist.rank)
         if rng is None:
-            saved_world = ckpt.read_config(path).get("world_size")
+            saved_world = checkpoints.read_config(path).get("world_size")
             self.log(f"note: {path} has no RNG state for rank {self.dist.rank} (saved with world size "
                      f"{saved_world}); training noise is seeded per sample, so only global RNG differs")
         else:

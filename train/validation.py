@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from wantofight.inference.generation import to_uint8
+
 VAL_STEP = -2
 """Step number fed to the per-sample noise seeds of validation (never a training step)."""
 
@@ -90,11 +92,6 @@ def validation_video(trainer, dataset, path: Path) -> Path:
     if trainer.dist.is_main:
         write_mp4(video, path, v.fps)
     return path
-
-
-def to_uint8(frames: torch.Tensor) -> np.ndarray:
-    """(3, T, H, W) in [-1, 1] -> (T, H, W, 3) uint8."""
-    return ((frames.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 3, 0).cpu().numpy()
 
 
 def hud(frames: np.ndarray, keys: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Streaming generation from a checkpoint: the library behind `wtf generate` (and `wtf eval`).
 
     loaded = load_generator("runs/s3")                       # a run folder, a checkpoint folder, a shipped
-                                                              # model's name (duel-tiny, train/shipped.py), or a
+                                                              # model's name (duel-tiny, inference/shipped.py), or a
                                                               # model .safetensors file + preset
     result = generate_video(loaded, first_frames, read_key_file("fight.keys"), refs, Path("out.mp4"), steps=4)
 
@@ -62,8 +62,8 @@ class LoadedGenerator:
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A run folder (its latest checkpoint), a checkpoint folder, or a file, checked to exist."""
-    from wantofight.train import checkpoint as ckpt
-    from wantofight.train.shipped import shipped_path, unknown_checkpoint_message
+    from wantofight.inference import checkpoints
+    from wantofight.inference.shipped import shipped_path, unknown_checkpoint_message
 
     path = Path(path)
     if not path.exists():
@@ -72,10 +72,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
             raise FileNotFoundError(unknown_checkpoint_message(path))
         return shipped
     if path.is_dir() and not (path / "config.json").exists():
-        found = ckpt.latest_checkpoint(path)
+        found = checkpoints.latest_checkpoint(path)
         if found is None:
             raise FileNotFoundError(f"{path} is neither a checkpoint folder (no config.json) nor a run folder "
-                                    f"with complete checkpoints under {path / ckpt.CHECKPOINT_DIR}")
+                                    f"with complete checkpoints under {path / checkpoints.CHECKPOINT_DIR}")
         return found
     return path
 
@@ -92,11 +92,11 @@ def build_vae(config: ModelConfig, device: torch.device | str = "cpu"):
 
 def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:
     """(ModelConfig, stage) from a trainer checkpoint folder."""
-    from wantofight.train import checkpoint as ckpt
-    from wantofight.train.config import TrainConfig
+    from wantofight.inference import checkpoints
 
-    saved = ckpt.read_config(path)
-    config = TrainConfig.from_dict(ckpt.saved_train_config(saved)).model_config()
+    saved = checkpoints.read_config(path)
+    train = checkpoints.saved_train_config(saved)
+    config = checkpoints.model_config(train["preset"], train["model"])
     vae = config.vae.pretrained
     if vae is not None and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
         config = replace(config, vae=replace(config.vae, pretrained=str(path / vae)))
@@ -110,7 +110,7 @@ def load_generator(checkpoint: str | Path, preset: str | None = None, weights: s
     `weights`: `ema` (the EMA shadows when the checkpoint has them, else the raw weights) or `model`.
     `decoder`: a folder written by `wtf train decoder` whose pruned decoder replaces the full one.
     """
-    from wantofight.train import checkpoint as ckpt
+    from wantofight.inference import checkpoints
     from wantofight_model.model import WanToFight
     from wantofight_model.presets import get_preset
     from wantofight_model.weights import load_model, read_config
@@ -124,15 +124,15 @@ def load_generator(checkpoint: str | Path, preset: str | None = None, weights: s
             raise GenerationError(f"{path} holds a {json.loads((path / 'config.json').read_text()).get('preset')} "
                                   f"model, not {preset}")
         model = WanToFight.from_config(config, device=device)
-        state = ckpt.read_tensors(path, "model.safetensors")
+        state = checkpoints.read_tensors(path, "model.safetensors")
         used = "model"
         if weights == "ema":
-            ema = ckpt.read_tensors(path, "ema.safetensors")
+            ema = checkpoints.read_tensors(path, "ema.safetensors")
             if ema is not None:
                 state = {**state, **ema}  # EMA covers the trainable tensors; buffers come from the model file
                 used = "ema"
         model.dit.load_state_dict(state)
-        ref = ckpt.read_tensors(path, "reference_encoder.safetensors")
+        ref = checkpoints.read_tensors(path, "reference_encoder.safetensors")
         if ref is not None:
             model.reference_encoder.load_state_dict(ref)
         source = f"{path} ({used} weights)"
@@ -153,7 +153,7 @@ def load_generator(checkpoint: str | Path, preset: str | None = None, weights: s
     vae = build_vae(config, device)
     loaded = LoadedGenerator(model, vae, config, stage, source)
     if decoder is not None:
-        from wantofight.train.pruned_decoder import load_pruned_decoder
+        from wantofight.inference.decoder import load_pruned_decoder
 
         vae.autoencoder.decoder = load_pruned_decoder(decoder, vae, device)
         loaded.decoder = str(decoder)
@@ -271,7 +271,6 @@ def stream_keyed_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, prompt_ma
 
     prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; prompt_masks (1 + 8 m, 2), row 0 holding none; refs (1, P, 3, s, s).
     """
-    from wantofight.train.validation import to_uint8
     from wantofight_model.generate import StreamingGenerator
 
     device = next(loaded.model.parameters()).device
@@ -293,6 +292,11 @@ def stream_keyed_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, prompt_ma
                                             prompt_sigma=prompt_sigma)
         for latents in chunks:
             yield to_uint8(decoder.decode(latents)[0]), taken.pop(0)
+
+
+def to_uint8(frames: torch.Tensor) -> np.ndarray:
+    """(3, T, H, W) in [-1, 1] -> (T, H, W, 3) uint8."""
+    return ((frames.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 3, 0).cpu().numpy()
 
 
 class Mp4Writer:

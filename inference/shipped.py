@@ -1,6 +1,6 @@
 """Models shipped with the project, loaded by name: `wtf generate --checkpoint duel-tiny`.
 
-    train/shipped/NAME/
+    inference/shipped/NAME/
         config.json                     the trainer checkpoint's config (model.vae.pretrained = "vae")
         model.safetensors, ema.safetensors, reference_encoder.safetensors   what sampling reads
         vae/                            the VAE the model decodes with (a `wtf train vae` folder)
