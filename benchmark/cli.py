@@ -27,7 +27,7 @@ def errors() -> tuple:
     from wantofight.benchmark.probe import ProbeError
     from wantofight.benchmark.run import BenchmarkError
     from wantofight.benchmark.suite import SuiteError
-    from wantofight.train.evaluate import EvalError
+    from wantofight.fidelity import EvalError
     from wantofight.inference.generation import GenerationError
 
     return (EpisodeError, LabelError, ProbeError, BenchmarkError, SuiteError, EvalError, GenerationError,

@@ -315,7 +315,7 @@ class CaseScore:
         self.row = b
 
     def result(self, frame_skip: int, lpips_net=None) -> dict:
-        from wantofight.train.evaluate import score as fidelity
+        from wantofight.fidelity import score as fidelity
 
         case = self.case
         read = {name: np.concatenate([r[name] for r in self.reads]) for name in self.reads[0]}
@@ -550,7 +550,7 @@ def run_benchmark(suite: Suite, probe: Probe, probe_dir: Path, variants: list[Va
     report folder once it is complete (`overwrite` with `resume`: finish such a replacement)."""
     from wantofight import outputs
     from wantofight.benchmark.report import write_report
-    from wantofight.train.evaluate import lpips_metric
+    from wantofight.fidelity import lpips_metric
 
     log = log or (lambda m: None)
     final = out

@@ -17,8 +17,8 @@ from train_helpers import synthetic_datasets, tiny_config
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import array_to_masks
 from wantofight.datasets.clip_dataset import ClipDataset
+from wantofight.fidelity import EvalError, lpips_metric, score
 from wantofight.train import generate_cli
-from wantofight.train.evaluate import EvalError, lpips_metric, score
 from wantofight.train.stage2 import Stage2Trainer
 
 

@@ -9,16 +9,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FLOORS = {
     "wantofight_model": 0,  # the model: imports nothing of the pipeline
-    "ground": 0,            # wantofight/ but cli.py: console, progress, Ctrl-C, outputs, devices, Ray pools
+    "ground": 0,            # wantofight/ but cli.py: console, progress, Ctrl-C, outputs, devices, Ray pools,
+                            # PSNR / SSIM / LPIPS (fidelity)
     "collect": 1,
     "annotate": 2,
     "datasets": 3,
     "inference": 4,         # loading a model, streaming its rollout, decoding to video: no trainer
-    "train": 5,
+    "train": 5,             # one floor with benchmark and play: only the root app imports the trainer
     "export": 5,
-    "benchmark": 6,
-    "play": 6,
-    "cli": 7,               # wantofight/cli.py: the root `wtf` app registers every room's commands
+    "benchmark": 5,
+    "play": 5,
+    "cli": 6,               # wantofight/cli.py: the root `wtf` app registers every room's commands
 }
 FOLDERS = {"collect": "collect", "annotate": "annotate", "datasets": "datasets", "inference": "inference",
            "train": "train", "export": "export", "benchmark": "benchmark", "play": "play",
@@ -87,3 +88,13 @@ def test_the_check_sees_an_upward_import_inside_a_function(tmp_path, monkeypatch
     (fake / "sneaky.py").write_text("def f():\n    from wantofight.train import trainer\n    return trainer\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert violations() == ["collect/sneaky.py:2 (collect, floor 1) imports wantofight.train (train, floor 5)"]
+
+
+def test_the_check_sees_the_benchmark_import_the_trainer(tmp_path, monkeypatch):
+    """The benchmark and `wtf play` stand on inference/, beside train/: importing the trainer is sideways."""
+    fake = tmp_path / "benchmark"
+    fake.mkdir()
+    (fake / "sneaky.py").write_text("from wantofight.train.evaluate import evaluate\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert violations() == ["benchmark/sneaky.py:1 (benchmark, floor 5) imports wantofight.train.evaluate "
+                            "(train, floor 5)"]

@@ -80,7 +80,8 @@ def eval_command(
 ) -> None:
     """Replay the clips' key streams from their first frames; PSNR / SSIM / LPIPS per tier and latency per chunk."""
     from wantofight.devices import resolve_device
-    from wantofight.train.evaluate import EvalError, evaluate, write_report
+    from wantofight.fidelity import EvalError
+    from wantofight.train.evaluate import evaluate, write_report
     from wantofight.inference.generation import GenerationError
 
     try:

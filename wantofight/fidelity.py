@@ -1,0 +1,109 @@
+"""How close generated frames are to the real ones, as `wtf eval` and `wtf benchmark run` report it.
+
+    psnr, ssim, lp = score(generated, real, lpips_net)     # (T, H, W, 3) uint8 each
+    net, backend = lpips_metric("alexnet-owt-7be5be79.pth") # (None, why not) when LPIPS cannot run
+
+PSNR and SSIM are torchmetrics' (data range 1; SSIM Gaussian 11x11, sigma 1.5). LPIPS is the `lpips`
+package's v0.1 linear layers on torchvision's ImageNet AlexNet, read from a local file or torchvision's
+cache and never downloaded: only package registries are reachable from the project's machines. torch,
+torchmetrics and lpips come with the `model` extra and are imported by the functions that use them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+
+class EvalError(ValueError):
+    """Bad inputs to scoring (`wtf eval`, `wtf benchmark run`); the message names the input."""
+
+
+def _torchmetrics():
+    try:
+        from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
+    except ImportError as err:
+        raise EvalError("wtf eval needs torchmetrics for PSNR/SSIM: pip install torchmetrics") from err
+    return peak_signal_noise_ratio, structural_similarity_index_measure
+
+
+ALEXNET_FILE = "alexnet-owt-7be5be79.pth"
+"""torchvision's ImageNet AlexNet weights, the backbone LPIPS v0.1 was calibrated on."""
+
+
+def alexnet_weights(path: str | Path | None = None) -> Path | None:
+    """The AlexNet backbone file to use: `path` when given, else torchvision's cache entry if present.
+    Nothing is downloaded: only package registries are reachable from the project's machines."""
+    import torch
+
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise EvalError(f"--lpips-backbone {path}: no such file; give torchvision's AlexNet weights "
+                            f"({ALEXNET_FILE}, a state dict with features.*.weight / bias)")
+        return path
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_FILE
+    return cached if cached.is_file() else None
+
+
+def lpips_metric(backbone: str | Path | None = None):
+    """(callable on (N, 3, H, W) in [-1, 1], description) or (None, why not).
+
+    The `lpips` package's v0.1 linear layers ship inside the package; its AlexNet backbone is
+    torchvision's ImageNet AlexNet, read from `backbone` (or torchvision's cache) and loaded into the
+    package's layer slices by name, so no download is ever attempted.
+    """
+    try:
+        import lpips
+    except ImportError:
+        return None, "unavailable: the lpips package is not installed (pip install lpips)"
+    path = alexnet_weights(backbone)
+    if path is None:
+        return None, (f"unavailable: no AlexNet backbone weights offline; pass --lpips-backbone PATH to "
+                      f"torchvision's {ALEXNET_FILE}")
+    import io
+    import warnings
+    from contextlib import redirect_stdout
+
+    import torch
+
+    with redirect_stdout(io.StringIO()), warnings.catch_warnings():  # lpips prints its setup
+        warnings.simplefilter("ignore")
+        net = lpips.LPIPS(net="alex", version="0.1", pnet_rand=True, verbose=False).eval()
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        load_alexnet_features(net.net, state)
+    except (RuntimeError, KeyError, ValueError, OSError, TypeError) as err:
+        raise EvalError(f"--lpips-backbone {path}: not torchvision AlexNet weights "
+                        f"({type(err).__name__}: {str(err).splitlines()[0][:160]})") from None
+    return net, f"lpips {getattr(lpips, '__version__', '?')} (AlexNet from {path.name}, v0.1 linear layers)"
+
+
+def load_alexnet_features(trunk: torch.nn.Module, state: dict) -> None:
+    """Copy torchvision AlexNet `features.I.*` tensors into lpips' `sliceK.I.*` modules (strict)."""
+    if not isinstance(state, dict):
+        raise TypeError(f"expected a state dict, got {type(state).__name__}")
+    ours = trunk.state_dict()  # keys like slice1.0.weight: slice K holds features[I] under name I
+    mapped = {key: state[f"features.{key.split('.', 1)[1]}"] for key in ours}
+    trunk.load_state_dict(mapped, strict=True)
+
+
+def score(generated: np.ndarray, real: np.ndarray, lpips_net=None) -> tuple[float, float, float | None]:
+    """(T, H, W, 3) uint8 each -> (PSNR dB, SSIM, LPIPS or None)."""
+    import torch
+
+    psnr_fn, ssim_fn = _torchmetrics()
+    a = torch.from_numpy(generated).permute(0, 3, 1, 2).float() / 255  # (T, 3, H, W) in [0, 1]
+    b = torch.from_numpy(real).permute(0, 3, 1, 2).float() / 255
+    psnr = float(psnr_fn(a, b, data_range=1.0))
+    ssim = float(ssim_fn(a, b, data_range=1.0))
+    lp = None
+    if lpips_net is not None:
+        with torch.no_grad():
+            lp = float(lpips_net(a * 2 - 1, b * 2 - 1).mean())
+    return psnr, ssim, lp
