@@ -14,6 +14,7 @@ from model_helpers import one_torch_thread, tiny_model  # noqa: F401
 from wantofight.annotate import hud as hud_lib
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
+from wantofight.inference import cli as inference_cli
 from wantofight.inference.generation import (LoadedGenerator, Mp4Writer, build_vae, key_rows, keys_tensor, read_frames,
                                              stream_chunks, to_uint8)
 from wantofight.train import generate_cli
@@ -25,6 +26,7 @@ KEYS = "# FRAMES P1 P2\n5 RIGHT -\n6 A DOWN+B\n9 - LEFT\n"  # 20 rows: 2.5 chunk
 
 def app() -> typer.Typer:
     root, train = typer.Typer(), typer.Typer()
+    inference_cli.register(root)
     generate_cli.register(root, train)
     root.add_typer(train, name="train")
     return root

@@ -17,6 +17,7 @@ from wantofight.collect import agents_cli
 from wantofight.collect import cli as collect_cli
 from wantofight.datasets import cli as datasets_cli
 from wantofight.export import cli as export_cli
+from wantofight.inference import cli as inference_cli
 from wantofight.play import cli as play_cli
 from wantofight.train import cli as train_cli
 from wantofight.train import generate_cli
@@ -53,6 +54,7 @@ export_cli.register(app)
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(model_cli.app, name="model")
 app.add_typer(train_cli.app, name="train")
+inference_cli.register(app)
 generate_cli.register(app, train_cli.app)
 benchmark_cli.register(app)
 play_cli.register(app)
