@@ -339,8 +339,8 @@ def test_every_mp4_is_written_by_the_one_writer(tmp_path):
     import av
 
     root = Path(__file__).resolve().parents[1]
-    rooms = ("wantofight", "wantofight_model", "collect", "annotate", "datasets", "train", "export", "benchmark",
-             "play", "bench")
+    rooms = ("wantofight", "wantofight_model", "collect", "annotate", "datasets", "inference", "train", "export",
+             "benchmark", "play", "bench")
     encoders = [f"{path.relative_to(root)}:{n}" for room in rooms for path in sorted((root / room).rglob("*.py"))
                 for n, line in enumerate(path.read_text().splitlines(), 1) if ".add_stream(" in line]
     assert encoders and all(e.startswith("collect/episode_files.py:") for e in encoders), encoders
