@@ -110,9 +110,9 @@ def load_episode(path: Path, check_video: bool = True) -> Episode:
 
 
 def video_frame_count(video: Path) -> int:
-    """Frames in an MP4 from its index (collect/episode_files.py), a bad file as EpisodeError."""
-    from wantofight.collect.episode_files import VideoError
-    from wantofight.collect.episode_files import video_frame_count as count
+    """Frames in an MP4 from its index (wantofight/video.py), a bad file as EpisodeError."""
+    from wantofight.video import VideoError
+    from wantofight.video import video_frame_count as count
 
     try:
         return count(video)

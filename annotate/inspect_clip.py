@@ -197,7 +197,7 @@ def contact_sheet(view: ClipView, scale: int = 2, every: int | None = None, colu
 def write_mp4(out: Path, chunks, fps: int, crf: int = 18, progress=None) -> None:
     """(T, H, W, 3) uint8 chunks → a browser-playable MP4 (the project's one writer as a lossy preview:
     H.264 yuv420p, index first so it streams), written under a temporary name and renamed."""
-    from wantofight.collect.episode_files import VideoWriter
+    from wantofight.video import VideoWriter
 
     out = Path(out)
     tmp = out.with_name(f".tmp-{out.name}")

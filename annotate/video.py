@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wantofight.collect.episode_files import VideoWriter, read_video
+from wantofight.video import VideoWriter, read_video
 
 
 def iter_frames(source: Path | bytes) -> Iterator[np.ndarray]:

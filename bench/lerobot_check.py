@@ -32,7 +32,7 @@ def reference(out: Path, rows: int = 400) -> None:
     import pyarrow.parquet as pq
 
     from wantofight.annotate.curriculum import BuildOptions, build_curriculum
-    from wantofight.collect.episode_files import read_video
+    from wantofight.video import read_video
     from wantofight.collect.run import RunSettings, collect
     from wantofight.export.lerobot import export_lerobot
 

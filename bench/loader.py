@@ -33,7 +33,7 @@ def build(tmp: Path, frames: int) -> Path:
 def raw_decode(ds_dir: Path) -> float:
     import pyarrow.parquet as pq
 
-    from wantofight.collect.episode_files import open_video
+    from wantofight.video import open_video
 
     videos = [v.as_py() for f in sorted(ds_dir.glob("full-match/*.parquet")) for v in pq.read_table(f, columns=["video"])["video"]]
     count, start = 0, time.perf_counter()

@@ -216,7 +216,7 @@ class Case:
 
     def frames_at(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), h, w, 3) uint8 emulator frames of the given rows."""
-        from wantofight.collect.episode_files import open_video
+        from wantofight.video import open_video
 
         with open_video(self.video) as reader:
             return reader.get_batch([int(r) for r in rows]).asnumpy()

@@ -26,6 +26,7 @@ from wantofight.collect.game_registry import GameSpec
 from wantofight.collect.keys import LAYOUT_VERSION
 from wantofight.collect.policies import PlayerContext, Policy, make_policy, with_start_delays
 from wantofight.collect.scenario import DoneCondition
+from wantofight.video import VIDEO_CODEC, VIDEO_OPTIONS, VideoWriter
 
 EMULATOR_FPS = 60
 RECORD_FPS = (60, 30)
@@ -146,7 +147,7 @@ class Recorder:
         movie.set_state(self.start_state)
 
         height, width = em.get_screen().shape[:2]
-        video = files.VideoWriter(out_dir / "video.mp4", self.config.fps, width, height)
+        video = VideoWriter(out_dir / "video.mp4", self.config.fps, width, height)
         p1_keys: list[int] = []
         p2_keys: list[int] = []
         ram_rows: list[dict[str, int]] = []
@@ -226,7 +227,7 @@ class Recorder:
             "frame_count": frames,
             "width": width,
             "height": height,
-            "video": {"codec": files.VIDEO_CODEC, "options": files.VIDEO_OPTIONS, "lossless": True},
+            "video": {"codec": VIDEO_CODEC, "options": VIDEO_OPTIONS, "lossless": True},
             "ended_by": ended_by,
             "config": asdict(self.config),
         }

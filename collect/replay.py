@@ -17,6 +17,7 @@ import numpy as np
 
 from wantofight.collect import episode_files as files
 from wantofight.collect.game_registry import resolve_game
+from wantofight.video import VideoError, read_video, video_frame_count
 
 
 class ReplayError(RuntimeError):
@@ -87,10 +88,10 @@ def verify_episode(episode_dir: Path) -> ReplayReport:
     try:
         rows = files.read_frames_table(episode_dir / "frames.parquet").to_pydict()
         try:
-            files.video_frame_count(episode_dir / "video.mp4")  # an unreadable file in one line, before decoding
-        except files.VideoError as err:
+            video_frame_count(episode_dir / "video.mp4")  # an unreadable file in one line, before decoding
+        except VideoError as err:
             raise ReplayError(str(err)) from None
-        frames = files.read_video(episode_dir / "video.mp4")
+        frames = read_video(episode_dir / "video.mp4")
         count = meta["frame_count"]
         for name, length in (("frames.parquet", len(rows["frame_index"])), ("video.mp4", len(frames))):
             if length != count:

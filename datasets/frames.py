@@ -78,7 +78,7 @@ def window_padding(start: int, frames: int, num_frames: int) -> np.ndarray:
 def decode_rows(video: bytes, rows: np.ndarray, num_frames: int, height: int, width: int) -> np.ndarray:
     """Frames `rows` of in-memory MP4 bytes: (len(rows), H, W, 3) uint8, decoding each distinct row
     once. Raises ClipError when the video does not hold `num_frames` frames of `height` x `width`."""
-    from wantofight.collect.episode_files import open_video
+    from wantofight.video import open_video
 
     with ExitStack() as stack:
         try:

@@ -348,7 +348,7 @@ def _fixed(values: np.ndarray, dtype: pa.DataType) -> pa.Array:
 def _write_video(source: SourceEpisode, rows: np.ndarray, path: Path, fps: int) -> dict:
     """The episode's MP4: the source bytes as they are when every row is kept (lossless already),
     else the kept rows re-encoded losslessly in pieces of DECODE_ROWS. Returns the image statistics."""
-    from wantofight.collect.episode_files import VideoWriter, open_video
+    from wantofight.video import VideoWriter, open_video
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}")

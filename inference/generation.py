@@ -311,7 +311,7 @@ class Mp4Writer:
         self.video = None
 
     def write(self, frames: np.ndarray) -> None:
-        from wantofight.collect.episode_files import VideoWriter
+        from wantofight.video import VideoWriter
 
         H, W = frames.shape[1:3]
         if H % 2 or W % 2:  # H.264 wants even sizes

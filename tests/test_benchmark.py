@@ -440,8 +440,8 @@ def test_the_emulator_replays_each_case_with_the_ablated_keys(suite_dir, probe_d
     import dataclasses
 
     from wantofight.benchmark.run import Producer, case_masks
-    from wantofight.collect import episode_files as files
     from wantofight.collect.replay import replay_frames
+    from wantofight.video import read_video
 
     suite, probe = Suite(suite_dir), load_probe(probe_dir)
     variants = plan_variants(None, ["emulator"], keys=["real", "zero", "swap-players"], baselines=False)
@@ -449,7 +449,7 @@ def test_the_emulator_replays_each_case_with_the_ablated_keys(suite_dir, probe_d
     assert [v.name for v in plan_variants(Path(suite_dir), keys=["zero"])][:2] == ["emulator", "first-frame"]
     case = next(c for c in suite.cases() if c.scenario == "single-action")
     start, path = case.start_row, Path(case.episode_path)
-    recorded = files.read_video(path / "video.mp4")[start:start + case.rows]
+    recorded = read_video(path / "video.mp4")[start:start + case.rows]
     assert np.array_equal(replay_frames(path, start, case.keys), recorded)
     for mode in ("zero", "swap-players"):
         masks = case_masks(case, mode)

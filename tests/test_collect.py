@@ -21,6 +21,7 @@ from wantofight.collect.game_registry import resolve_game
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
 from wantofight.collect.replay import verify_episode
+from wantofight.video import VideoWriter, read_video
 
 runner = CliRunner()
 DUEL = resolve_game("duel").info
@@ -325,7 +326,7 @@ def test_imported_one_player_game_records_with_p2_keys_zero(recorded):
 def test_video_is_lossless_against_the_emulator(recorded):
     """Decoded frames are bit-identical to the screens (replay compares them row by row)."""
     (episode,) = episodes(recorded(policy="scripted", episodes=1, max_frames=240, fps=30))
-    frames = episode_files.read_video(episode / "video.mp4")
+    frames = read_video(episode / "video.mp4")
     assert frames.shape[0] == 240 and frames.shape[3] == 3
     assert len(np.unique(frames[-1].reshape(-1, 3), axis=0)) > 4  # a real picture, not a flat screen
 
@@ -343,20 +344,20 @@ def test_every_mp4_is_written_by_the_one_writer(tmp_path):
              "benchmark", "play", "bench")
     encoders = [f"{path.relative_to(root)}:{n}" for room in rooms for path in sorted((root / room).rglob("*.py"))
                 for n, line in enumerate(path.read_text().splitlines(), 1) if ".add_stream(" in line]
-    assert encoders and all(e.startswith("collect/episode_files.py:") for e in encoders), encoders
+    assert encoders and all(e.startswith("wantofight/video.py:") for e in encoders), encoders
     rng = np.random.default_rng(0)
     frames = (rng.random((6, 32, 64, 3)) * 255).astype(np.uint8)
     lossless = []
     for _ in range(2):
         buffer = io.BytesIO()
-        writer = episode_files.VideoWriter(buffer, 30, 64, 32)
+        writer = VideoWriter(buffer, 30, 64, 32)
         for frame in frames:
             writer.write(frame)
         writer.close()
         lossless.append(buffer.getvalue())
-    assert lossless[0] == lossless[1] and np.array_equal(episode_files.read_video(lossless[0]), frames)
+    assert lossless[0] == lossless[1] and np.array_equal(read_video(lossless[0]), frames)
     preview = tmp_path / "preview.mp4"
-    writer = episode_files.VideoWriter(preview, 30, 64, 32, preview_crf=18)
+    writer = VideoWriter(preview, 30, 64, 32, preview_crf=18)
     for frame in frames:
         writer.write(frame)
     writer.close()
@@ -383,7 +384,7 @@ def test_ctrl_c_while_a_video_opens_prints_no_traceback(monkeypatch, recorded):
     monkeypatch.setattr(decord.VideoReader, "__init__", interrupted_init)
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     with pytest.raises(KeyboardInterrupt):
-        episode_files.read_video(episode / "video.mp4")
+        read_video(episode / "video.mp4")
     gc.collect()
     assert unraisable == []
 
@@ -431,5 +432,5 @@ def test_ctrl_c_while_decord_frees_a_reader_still_stops_the_command(monkeypatch,
     monkeypatch.setattr(decord.video_reader, "_CAPI_VideoReaderFree", free_then_ctrl_c)
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     with pytest.raises(KeyboardInterrupt):
-        episode_files.read_video(episode / "video.mp4")
+        read_video(episode / "video.mp4")
     assert unraisable == []

@@ -1,7 +1,7 @@
 """A corrupt recording is one line, whichever command reads it: every command that reads episodes,
 given a run whose only video.mp4 is empty (or cut short), exits non-zero with exactly one line, an
 error naming the file, and no traceback. The shared check is `video_frame_count` in
-collect/episode_files.py (docs/recording-format.md)."""
+wantofight/video.py (docs/recording-format.md)."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from wantofight.annotate.curriculum import BuildError, BuildOptions, build_curri
 from wantofight.annotate.shards import ROW_GROUP_ROWS
 from wantofight.annotate.video import decode_mp4
 from wantofight.cli import app
-from wantofight.collect.episode_files import read_video
 from wantofight.collect.keys import mask_of
+from wantofight.video import read_video
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import torch
 
 from datasets_helpers import CLIP_FRAMES, masks, shard_rows, small_dataset
 from wantofight.annotate.video import decode_mp4
-from wantofight.collect.episode_files import read_video
 from wantofight.datasets.clip_dataset import ClipDataset, DatasetError
 from wantofight.datasets.frames import REF_CROP
 from wantofight.datasets.loader import frames_to_model, make_loader
 from wantofight.datasets.sampler import CurriculumSampler, CurriculumSchedule
+from wantofight.video import read_video
 
 NATIVE = (224, 240)
 

@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from annotate_helpers import keys_run
 from datasets_helpers import small_dataset
 from wantofight.cli import app
-from wantofight.collect.episode_files import read_video
 from wantofight.export import lerobot
 from wantofight.export.lerobot import export_lerobot
 from wantofight.export.sources import STATE_NAMES, ExportError
+from wantofight.video import read_video
 
 runner = CliRunner()
 TAPS = ["10 - -", "1 A -", "1 B -", "12 - -", "1 - RIGHT", "1 - LEFT", "14 - -"]

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FLOORS = {
     "wantofight_model": 0,  # the model: imports nothing of the pipeline
     "ground": 0,            # wantofight/ but cli.py: console, progress, Ctrl-C, outputs, devices, Ray pools,
-                            # PSNR / SSIM / LPIPS (fidelity)
+                            # MP4 (video), PSNR / SSIM / LPIPS (fidelity)
     "collect": 1,
     "annotate": 2,
     "datasets": 3,

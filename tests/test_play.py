@@ -361,7 +361,7 @@ def test_an_episode_prompt_is_the_emulators_row_0_beside_it(recorded, fps):
     """--first-frames EP: the prompt is the episode's row 0 and the emulator beside the model starts
     there, whatever fps the episode was recorded at (the session's rows are at 30)."""
     from wantofight.collect.game_registry import resolve_game
-    from wantofight.collect.episode_files import read_video
+    from wantofight.video import read_video
     from wantofight.play.model import EmulatorPanel, ModelPlaySettings, first_frame
 
     episode = recorded(policy="random", episodes=1, max_frames=4, fps=fps, seed=2) / "episodes" / "ep000000"

@@ -129,7 +129,7 @@ def _simple_hud(frames: np.ndarray, keys: np.ndarray, cell: int = 4) -> np.ndarr
 
 def write_mp4(video: np.ndarray, path: Path, fps: int) -> None:
     """(T, H, W, 3) uint8 -> the recordings' lossless RGB MP4 (pixel art keeps its edges), written atomically."""
-    from wantofight.collect.episode_files import VideoWriter
+    from wantofight.video import VideoWriter
 
     T, H, W, _ = video.shape
     if H % 2 or W % 2:
