@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wantofight.fidelity import EvalError, lpips_metric, score
+from wantofight.fidelity import EvalError, lpips_metric, score, torchmetrics_image
 
 
 @dataclass
@@ -98,7 +98,7 @@ def evaluate(checkpoint: str | Path, data: str | Path, split: str = "val", frame
     from wantofight.datasets.clip_dataset import ClipDataset
     from wantofight.inference.generation import load_generator, stream_chunks, to_uint8
 
-    _torchmetrics()
+    torchmetrics_image()  # fail before loading the model
     loaded = load_generator(checkpoint, None, weights, device, decoder)
     cfg = loaded.config
     try:

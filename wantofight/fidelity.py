@@ -24,7 +24,8 @@ class EvalError(ValueError):
     """Bad inputs to scoring (`wtf eval`, `wtf benchmark run`); the message names the input."""
 
 
-def _torchmetrics():
+def torchmetrics_image():
+    """PSNR and SSIM from torchmetrics, or an EvalError that says how to install it."""
     try:
         from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
     except ImportError as err:
@@ -97,7 +98,7 @@ def score(generated: np.ndarray, real: np.ndarray, lpips_net=None) -> tuple[floa
     """(T, H, W, 3) uint8 each -> (PSNR dB, SSIM, LPIPS or None)."""
     import torch
 
-    psnr_fn, ssim_fn = _torchmetrics()
+    psnr_fn, ssim_fn = torchmetrics_image()
     a = torch.from_numpy(generated).permute(0, 3, 1, 2).float() / 255  # (T, 3, H, W) in [0, 1]
     b = torch.from_numpy(real).permute(0, 3, 1, 2).float() / 255
     psnr = float(psnr_fn(a, b, data_range=1.0))
