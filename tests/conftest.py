@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers on two cores (pyproject's addopts): one thread each, for torch here and for every `wtf`
+    # the tests start, instead of four threads fighting over two cores. Set before torch is imported.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
 from wantofight.collect.run import RunSettings, collect
+
+
+# The longest test files, first: xdist hands files out in collection order, so the README's run (~10 min on
+# its own) starts at once instead of after everything else.
+FIRST = ("test_readme.py", "test_benchmark.py", "test_ray.py", "test_stage2.py", "test_train.py", "test_stage3.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: the rest keep their order
 
 
 def record(out: Path, **settings) -> Path:
