@@ -133,13 +133,14 @@ def keyed_stage2(tmp_path_factory) -> dict[str, float]:
 @pytest.mark.slow
 def test_stage2_learns_from_each_players_keys(keyed_stage2):
     """Block-causal attention, a noise level per chunk: on latents that only the keys explain, the loss
-    with the batch's keys is under half the loss with every key released (measured: 0.18 vs 0.44; with
+    with the batch's keys is under 0.7x the loss with every key released (measured: 0.18 vs 0.44; with
     data and run seeds 1, 2: 0.06 vs 0.77, 0.10 vs 0.64; with the clean context chunks of
-    context.chunk_share=0.5: 0.14 vs 0.35, and 0.12 vs 0.46 at chunk_share=0 on the same code).
-    Ablation: with the keys cut out inside the DiT (its forward given keys=None) the losses are equal
-    (0.28 each) and this fails. The overfit test above
-    passes with the keys cut out; this one cannot."""
-    assert keyed_stage2["keys"] < 0.5 * keyed_stage2["released"], keyed_stage2
+    context.chunk_share=0.5: 0.14 vs 0.35, and 0.12 vs 0.46 at chunk_share=0 on the same code; the same
+    code and seeds on another 2-core machine, whose float kernels round otherwise over the 800 steps:
+    0.16 vs 0.28, so the bar is 0.7x, not half). Ablation: with the keys cut out inside the DiT (its
+    forward given keys=None) the losses are equal (0.28 each, 1.0x) and this fails. The overfit test
+    above passes with the keys cut out; this one cannot."""
+    assert keyed_stage2["keys"] < 0.7 * keyed_stage2["released"], keyed_stage2
 
 
 @pytest.mark.slow
