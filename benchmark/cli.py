@@ -165,6 +165,7 @@ def bench_run(
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also score emulator and first-frame (reused when the folder has them)."),
     steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="euler or x0_renoise (default: the checkpoint stage's)."),
+    teacher_forced: bool = typer.Option(False, "--teacher-forced", help="Also score the checkpoint teacher-forced: each chunk from the recorded chunks before it (encoded by its VAE), not its own. Its one-chunk error, apart from drift."),
     max_cases: Optional[int] = typer.Option(None, "--max-cases", help="Score at most N cases per scenario (per player and action for single-action)."),
     scenarios: Optional[str] = typer.Option(None, "--scenarios", help="Score only these scenarios, comma-separated (default: all)."),
     videos: int = typer.Option(2, "--videos", help="Side-by-side videos written per scenario and model."),
@@ -188,7 +189,7 @@ def bench_run(
     try:
         the_suite, the_probe = Suite(suite), load_probe(probe)
         variants = plan_variants(checkpoint, model or None, [k.strip() for k in keys.split(",") if k.strip()],
-                                 baselines, steps, sampler, vae)
+                                 baselines, steps, sampler, vae, teacher_forced)
         chosen = parse_scenarios(scenarios)
         per = cases_to_score(the_suite, max_cases, chosen)
         with Progress("benchmark", total=per * len(variants), unit="cases", detail="{name}", enabled=progress,

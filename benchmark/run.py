@@ -65,6 +65,9 @@ class Variant:
     sampler: str | None = None
     vae: str | None = None
     """For model `vae`: `tiny` or a `wtf train vae` / Wan2.1 diffusers folder."""
+    teacher_forced: bool = False
+    """For model `checkpoint`: each chunk is generated from the recorded (encoded) chunks before it, not
+    from the model's own: its error is the model's one-chunk error, not its past's (`--teacher-forced`)."""
 
     @property
     def name(self) -> str:
@@ -72,7 +75,8 @@ class Variant:
             return f"vae {Path(self.vae).name}"
         if self.model != "checkpoint":
             return self.model if self.keys == "real" else f"{self.model} keys={self.keys}"
-        label = Path(self.checkpoint).name if self.checkpoint else "checkpoint"
+        label = (Path(self.checkpoint).name if self.checkpoint else "checkpoint") + \
+            (" teacher-forced" if self.teacher_forced else "")
         return label if self.keys == "real" else f"{label} keys={self.keys}"
 
     @property
@@ -82,7 +86,8 @@ class Variant:
         if self.model != "checkpoint":
             return self.model if self.keys == "real" else f"{self.model}-{self.keys}"
         digest = hashlib.sha1(str(Path(self.checkpoint).resolve()).encode()).hexdigest()[:8]
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(self.checkpoint).name}-{digest}-{self.keys}")
+        forced = "-teacher-forced" if self.teacher_forced else ""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{Path(self.checkpoint).name}-{digest}-{self.keys}{forced}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,8 +102,10 @@ def vae_digest(spec: str) -> str:
 
 def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None = None,
                   keys: list[str] | None = None, baselines: bool = True, steps: int = 4,
-                  sampler: str | None = None, vae: str | Path | None = None) -> list[Variant]:
-    """The variants one `wtf benchmark run` scores, in report order (baselines first)."""
+                  sampler: str | None = None, vae: str | Path | None = None,
+                  teacher_forced: bool = False) -> list[Variant]:
+    """The variants one `wtf benchmark run` scores, in report order (baselines first); `teacher_forced`
+    adds each checkpoint variant's teacher-forced twin after it."""
     keys = keys or ["real"]
     bad = [k for k in keys if k not in KEY_MODES]
     if bad:
@@ -127,6 +134,8 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
             checkpoint = resolve_checkpoint(checkpoint)
         except FileNotFoundError as err:
             raise BenchmarkError(str(err)) from None
+    if teacher_forced and "checkpoint" not in models:
+        raise BenchmarkError("--teacher-forced scores a checkpoint from the recorded context: give --checkpoint")
     if keys != ["real"] and "checkpoint" not in models and not replayed:
         raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint or the emulator is given; the "
                              "first-frame and vae baselines have no keys to change")
@@ -135,7 +144,8 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
     out = []
     for model in dict.fromkeys(models):
         if model == "checkpoint":
-            out += [Variant("checkpoint", k, str(checkpoint), steps, sampler) for k in keys]
+            out += [Variant("checkpoint", k, str(checkpoint), steps, sampler, teacher_forced=forced)
+                    for k in keys for forced in ((False, True) if teacher_forced else (False,))]
         elif model == "vae":
             out.append(Variant("vae", vae=str(vae)))
         elif model == "emulator":
@@ -245,10 +255,11 @@ class Producer:
         config = self.loaded.config
         prompt = prompt_frames(real[:1], config, 1)
         refs = torch.stack([square_resize(r, config.clip_image_size) for r in case.refs])[None]
+        truth = case.frame_pieces(config.chunk_frames, start=1) if self.variant.teacher_forced else None
         yield real[:1]
         t0 = time.perf_counter()
         chunks = stream_chunks(self.loaded, prompt, case_masks(case, self.variant.keys), refs,
-                               self.variant.steps or 4, self.variant.sampler, self.seed)
+                               self.variant.steps or 4, self.variant.sampler, self.seed, true_frames=truth)
         for k, (frames, _) in enumerate(chunks):
             if k > 0:  # chunk 0 is the decoded prompt; the case's own prompt frame stands for it
                 self.seconds.append(time.perf_counter() - t0)

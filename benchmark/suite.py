@@ -197,16 +197,18 @@ class Case:
 
         return decode_mp4(self.video)
 
-    def frame_pieces(self, rows: int | None):
-        """The emulator frames in order, (n, h, w, 3) uint8 pieces of at most `rows` (None: one piece),
-        decoded as they are asked for, so a long case is never whole in memory."""
+    def frame_pieces(self, rows: int | None, start: int = 0):
+        """The emulator frames from row `start` on, in order, (n, h, w, 3) uint8 pieces of at most `rows`
+        (None: one piece), decoded as they are asked for, so a long case is never whole in memory."""
+        from itertools import islice
+
         from wantofight.annotate.video import iter_frames
 
         if rows is None:
-            yield self.frames()
+            yield self.frames()[start:]
             return
         piece = []
-        for frame in iter_frames(self.video):
+        for frame in islice(iter_frames(self.video), start, None):
             piece.append(frame)
             if len(piece) == rows:
                 yield np.stack(piece)

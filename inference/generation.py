@@ -237,11 +237,13 @@ class GenerationResult:
 
 
 def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarray, refs: torch.Tensor,
-                  steps: int = 4, sampler: str | None = None, seed: int = 0,
-                  prompt_sigma: float = 0.0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                  steps: int = 4, sampler: str | None = None, seed: int = 0, prompt_sigma: float = 0.0,
+                  true_frames: Iterable[np.ndarray] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield (frames (t, H, W, 3) uint8, their key masks (t, 2)) for the prompt, then for each chunk.
 
-    prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; masks (1 + N, 2) rows 0..N; refs (1, P, 3, s, s).
+    prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; masks (1 + N, 2) rows 0..N; refs (1, P, 3, s, s);
+    `true_frames` (teacher forcing): the recorded frames after the prompt, (t, h, w, 3) uint8 pieces
+    of one chunk each (the last may be shorter), read as the model reaches them.
     """
     L = loaded.config.chunk_frames
     T0 = prompt.shape[2]
@@ -255,7 +257,7 @@ def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarr
     chunks = (padded[T0 + c * L:T0 + (c + 1) * L] for c in range(n_chunks))
     row = 0
     for frames, rows in stream_keyed_chunks(loaded, prompt, masks[:T0], chunks, refs, steps, sampler, seed,
-                                            prompt_sigma):
+                                            prompt_sigma, true_frames):
         frames = frames[:total - row]
         yield frames, rows[:len(frames)]
         row += len(frames)
@@ -263,13 +265,14 @@ def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarr
 
 def stream_keyed_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, prompt_masks: np.ndarray,
                         chunk_masks: Iterable[np.ndarray], refs: torch.Tensor, steps: int = 4,
-                        sampler: str | None = None, seed: int = 0,
-                        prompt_sigma: float = 0.0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                        sampler: str | None = None, seed: int = 0, prompt_sigma: float = 0.0,
+                        true_frames: Iterable[np.ndarray] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield (frames (t, H, W, 3) uint8, masks (t, 2)) for the prompt, then one chunk of 8 frames for each
     (8, 2) entry of `chunk_masks`, which is read only when the model is ready for that chunk: a live
     source (`wtf play --checkpoint`) decides a chunk's keys as late as the rolling cache allows.
 
-    prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; prompt_masks (1 + 8 m, 2), row 0 holding none; refs (1, P, 3, s, s).
+    prompt (1, 3, 1 + 8 m, H, W) in [-1, 1]; prompt_masks (1 + 8 m, 2), row 0 holding none; refs (1, P, 3, s, s);
+    `true_frames` as in `stream_chunks`.
     """
     from wantofight_model.generate import StreamingGenerator
 
@@ -284,14 +287,37 @@ def stream_keyed_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, prompt_ma
     generator = StreamingGenerator(loaded.model, loaded.vae, sampler=sampler or loaded.default_sampler)
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
-        latent_prompt = loaded.vae.encode(prompt.to(device))
+        truths = None
+        if true_frames is None:
+            latent_prompt = loaded.vae.encode(prompt.to(device))
+        else:  # teacher forcing: the prompt and then each true chunk through one streaming encoder
+            encoder = loaded.vae.streaming_encoder()
+            latent_prompt = torch.cat([encoder.encode(p) for p in prompt.to(device).split([1, prompt.shape[2] - 1], 2)
+                                       if p.shape[2]], dim=2)
+            truths = true_latent_chunks(encoder, true_frames, loaded.config, device)
         decoder = loaded.vae.streaming_decoder()
         yield to_uint8(decoder.decode(latent_prompt)[0]), prompt_masks
         chunks = generator.generate_latents(latent_prompt, key_stream(), refs.to(device), steps,
                                             prompt_keys=keys_tensor(prompt_masks).to(device), generator=gen,
-                                            prompt_sigma=prompt_sigma)
+                                            prompt_sigma=prompt_sigma, true_chunks=truths)
         for latents in chunks:
             yield to_uint8(decoder.decode(latents)[0]), taken.pop(0)
+
+
+def true_latent_chunks(encoder, pieces: Iterable[np.ndarray], config: ModelConfig, device) -> Iterator[torch.Tensor]:
+    """Recorded frames after the prompt, (t, h, w, 3) uint8 pieces of one chunk (the last may be shorter:
+    padded with its last frame, like the released keys that pad the last chunk) -> (1, C, 2, h', w')
+    latents of each chunk, encoded after the prompt by the same streaming encoder."""
+    from wantofight.datasets.frames import resize_to_model
+
+    L = config.chunk_frames
+    for piece in pieces:
+        if not 0 < len(piece) <= L:
+            raise GenerationError(f"teacher forcing reads the recorded frames a chunk ({L} rows) at a time, "
+                                  f"got a piece of {len(piece)}")
+        piece = np.concatenate([piece, np.repeat(piece[-1:], L - len(piece), axis=0)])
+        x = resize_to_model(piece, (config.height, config.width))  # (L, 3, H, W) in [-1, 1]
+        yield encoder.encode(x.permute(1, 0, 2, 3)[None].to(device))
 
 
 def to_uint8(frames: torch.Tensor) -> np.ndarray:

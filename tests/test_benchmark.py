@@ -489,6 +489,30 @@ def test_a_case_scored_in_pieces_gives_the_figures_of_the_whole_case(suite_dir, 
         assert all(len(c["extra_fighters"]) == -(-(c["rows"] - 1) // 8) for c in scored[5])
 
 
+def test_teacher_forced_chunks_follow_the_recorded_context(suite_dir, probe_dir, checkpoint):
+    """--teacher-forced: each chunk from the recorded chunks before it. Chunk 0 comes from the prompt
+    alone, as free-running (same noise); later chunks see another past, so they differ."""
+    from dataclasses import replace
+
+    from wantofight.benchmark.run import Producer, load_checkpoint, resized
+
+    suite, probe = Suite(suite_dir), load_probe(probe_dir)
+    free = Variant("checkpoint", checkpoint=str(checkpoint), steps=2)
+    forced = replace(free, teacher_forced=True)
+    assert forced.name == "s2 teacher-forced" and forced.slug != free.slug
+    loaded = load_checkpoint(free, suite, probe, "cpu")
+    case = next(c for c in suite.cases() if c.rows > 24)
+    real = resized(case.frames(), probe.size)
+    made = {v.teacher_forced: Producer(v, probe.size, loaded)(case, real)[0] for v in (free, forced)}
+    assert made[True].shape == made[False].shape == real.shape
+    gap = [np.abs(made[True][a:a + 8].astype(int) - made[False][a:a + 8]).mean() for a in (1, 9, 17)]
+    assert gap[0] == 0 and min(gap[1:]) > 0.01, gap  # the tiny checkpoint barely reads its context, but does
+    assert [v.name for v in plan_variants(checkpoint, keys=["real", "zero"], teacher_forced=True)][2:] == \
+        ["s2", "s2 teacher-forced", "s2 keys=zero", "s2 teacher-forced keys=zero"]
+    with pytest.raises(BenchmarkError, match="--teacher-forced .* give --checkpoint"):
+        plan_variants(None, teacher_forced=True)
+
+
 def test_a_miniature_run_with_an_untrained_probe_warns_first_and_gives_every_rate_an_interval(suite_dir, runs,
                                                                                                tmp_path):
     """Two cases per scenario and a probe of one step: the page's first lines say the figures mean little."""

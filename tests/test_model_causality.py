@@ -143,6 +143,36 @@ def test_clean_write_caches_the_keys_of_the_finished_chunk_at_context_sigma(cont
     torch.testing.assert_close(caches[0].keyboard, expected.keyboard, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["clean", "denoising-step"])
+def test_a_teacher_forced_chunk_is_generated_from_the_true_chunks_before_it(mode):
+    """Teacher forcing (the benchmark's --teacher-forced): chunk c equals the first chunk generated after
+    a prompt made of the true chunks 0..c-1, with the same noise, in either cache-write mode; without
+    the true chunks (free-running) chunk 2 differs, and chunk 0, whose context is the prompt, does not."""
+    model = tiny_model(cache_write=mode, context_sigma=0.0)
+    gen = StreamingGenerator(model)
+    prompt, stream = latents(1), [keys(8, seed=10 + i) for i in range(3)]
+    truth = [latents(2, seed=20 + i) for i in range(3)]
+    shape = (B, 16, 2, 8, 8)
+
+    def generated(prompt, stream, skip_draws=0, true_chunks=None):
+        noise = torch.Generator().manual_seed(7)
+        for _ in range(skip_draws):
+            torch.randn(shape, generator=noise)  # the initial noise of the chunks before
+        prompt_keys = torch.cat([torch.zeros(B, 1, 2, 16)] + stream[:skip_draws], dim=1)
+        return list(gen.generate_latents(prompt, stream[skip_draws:], ref_tokens(), steps=4, generator=noise,
+                                         prompt_keys=prompt_keys, true_chunks=true_chunks))
+
+    forced = generated(prompt, stream, true_chunks=truth)
+    free = generated(prompt, stream)
+    for c in range(3):
+        from_truth = generated(torch.cat([prompt] + truth[:c], dim=2), stream, skip_draws=c)[0]
+        torch.testing.assert_close(forced[c], from_truth, rtol=0, atol=1e-5)
+    torch.testing.assert_close(forced[0], free[0], rtol=0, atol=0)
+    assert (forced[2] - free[2]).abs().max() > 1e-2
+    with pytest.raises(ValueError, match="ended before chunk 2"):
+        generated(prompt, stream, true_chunks=truth[:2])
+
+
 def test_clean_write_spends_one_more_pass_per_chunk_than_the_denoising_step_write():
     counts = {}
     for mode in ("clean", "denoising-step"):

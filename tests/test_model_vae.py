@@ -49,6 +49,23 @@ def test_streaming_decoder_equals_whole_decode(which, request):
     assert torch.equal(parts, whole)
 
 
+@pytest.mark.parametrize("which", ["vae", "residual_vae"])
+def test_streaming_encoder_equals_whole_encode(which, request):
+    """The teacher-forced benchmark encodes a case chunk by chunk as the model reaches it."""
+    vae = request.getfixturevalue(which)
+    frames = torch.rand(1, 3, 17, 64, 64) * 2 - 1
+    whole = vae.encode(frames)
+    encoder = vae.streaming_encoder()
+    parts = torch.cat([encoder.encode(frames[:, :, :1]), encoder.encode(frames[:, :, 1:9]),
+                       encoder.encode(frames[:, :, 9:17])], dim=2)
+    assert parts.shape == whole.shape == (1, 16, 5, 8, 8)
+    torch.testing.assert_close(parts, whole, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="4k frames"):
+        encoder.encode(frames[:, :, :3])
+    with pytest.raises(ValueError, match="first piece"):
+        vae.streaming_encoder().encode(frames[:, :, :5])
+
+
 def test_vae_loads_from_a_local_diffusers_folder(vae, tmp_path):
     """Quietly too: diffusers warns in five lines at every load without `accelerate` unless asked for the
     plain load (its logger does not propagate: listen to it directly)."""

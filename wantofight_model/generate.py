@@ -61,11 +61,13 @@ class StreamingGenerator:
     def generate_latents(self, prompt: torch.Tensor, keys_stream: Iterable[torch.Tensor], references: torch.Tensor,
                          steps: int = 4, prompt_keys: torch.Tensor | None = None,
                          generator: torch.Generator | None = None, use_cache: bool = True,
-                         prompt_sigma: float = 0.0) -> Iterator[torch.Tensor]:
+                         prompt_sigma: float = 0.0,
+                         true_chunks: Iterable[torch.Tensor] | None = None) -> Iterator[torch.Tensor]:
         """prompt (B, C, 1 + 2m, h, w) clean latents; yields one (B, C, 2, h, w) chunk per keys entry.
 
         `prompt_sigma` > 0 noises the prompt to that level before it enters the cache (and tells the
-        model), matching a trainer that used context-noise augmentation.
+        model), matching a trainer that used context-noise augmentation. `true_chunks` (teacher
+        forcing) yields each chunk's true latents, which the context keeps instead of the generated ones.
         """
         config = self.model.config
         if prompt_keys is None:
@@ -76,5 +78,5 @@ class StreamingGenerator:
         context = CachedContext(dit, self.model.new_cache(prompt.shape[0])) if use_cache else RecomputedContext(dit)
         for chunk in rollout_chunks(context, config, self.scheduler, prompt, prompt_keys, keys_stream,
                                     self.model.encode_references(references), steps, self.sampler, generator,
-                                    prompt_sigma):
+                                    prompt_sigma, true_chunks=true_chunks):
             yield chunk.latents

@@ -12,6 +12,9 @@ the context for the next chunks is `config.cache_write`, decided here and nowher
                       `config.context_sigma` (0: clean), writes the context (Self-Forcing, CausVid);
     "denoising-step"  the forward pass of denoising step `config.cache_write_step` (-2: penultimate,
                       the paper's) writes it, so no extra pass is spent, but the context is noisy.
+Teacher forcing (`true_chunks`, the benchmark's `--teacher-forced`) writes each finished chunk's true
+latents instead of the model's own, by the clean write's pass, whatever `cache_write` says: every
+chunk is then generated from the true context, and its error is the model's own, not its past's.
 Stage 3's needs are parameters, not a second loop: per-sample noise generators, and the step whose
 x0 prediction is a chunk's output (`exit_steps`), computed with gradient when gradients are on.
 
@@ -118,11 +121,13 @@ class Chunk:
 def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConfig, flow: FlowMatchScheduler,
                    prompt: torch.Tensor, prompt_keys: torch.Tensor, keys_stream: Iterable[torch.Tensor],
                    ref_tokens: torch.Tensor | None, steps: int = 4, sampler: str = "euler", noise: Noise = None,
-                   prompt_sigma: float = 0.0, exit_steps: Sequence[int] | None = None) -> Iterator[Chunk]:
+                   prompt_sigma: float = 0.0, exit_steps: Sequence[int] | None = None,
+                   true_chunks: Iterable[torch.Tensor] | None = None) -> Iterator[Chunk]:
     """Yield one `Chunk` per keys entry, reading `keys_stream` only when the model is ready for it.
 
     prompt (B, C, 1 + 2 m, h, w) clean latents; prompt_keys (B, 1 + 8 m, P, 16); keys_stream yields
-    (B, 8, P, 16); `exit_steps[c]` in [0, steps) picks chunk c's output step (default: the last).
+    (B, 8, P, 16); `exit_steps[c]` in [0, steps) picks chunk c's output step (default: the last);
+    `true_chunks` yields chunk c's true latents (B, C, 2, h, w), read once chunk c is generated.
     """
     B, C, F0, h, w = prompt.shape
     per_chunk = config.chunk_latent_frames
@@ -130,6 +135,9 @@ def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConf
         raise ValueError(f"prompt of {F0} latent frames: expected 1 + {per_chunk} m (chunk 0 + whole chunks)")
     sigmas = flow.sigmas(steps).tolist()
     write_step = config.write_step(steps) if config.cache_write == "denoising-step" else None
+    truths = None if true_chunks is None else iter(true_chunks)
+    if truths is not None:
+        write_step = None  # the true chunk is written by the clean write's pass
 
     # The prompt enters the context from one forward pass per chunk (chunk 0 = frame 0, then pairs).
     if prompt_sigma > 0:
@@ -161,12 +169,22 @@ def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConf
                 fresh = draw_noise(x.shape, noise, x.device, x.dtype)
             x = flow.step(x, velocity.detach(), sigmas[i], sigmas[i + 1], sampler, fresh)
         forwards = steps
-        if write_step is None:  # the clean write: one more pass, over the finished chunk
+        if write_step is None:  # the clean write: one more pass, over the finished chunk (or the true one)
             with torch.no_grad():
-                state = x.detach()
+                state = x.detach() if truths is None else true_chunk(truths, c, x)
                 if config.context_sigma > 0:
                     state = flow.add_noise(state, draw_noise(x.shape, noise, x.device, x.dtype), config.context_sigma)
                 context(state, flow.timestep(config.context_sigma), keys, ref_tokens, True)
             forwards += 1
         context.commit(per_chunk)
         yield Chunk(out, forwards)
+
+
+def true_chunk(truths: Iterator[torch.Tensor], c: int, generated: torch.Tensor) -> torch.Tensor:
+    """Chunk c's true latents from `truths`, checked against the generated chunk's shape."""
+    truth = next(truths, None)
+    if truth is None:
+        raise ValueError(f"true_chunks ended before chunk {c}: teacher forcing needs one per generated chunk")
+    if truth.shape != generated.shape:
+        raise ValueError(f"true chunk {c} has shape {tuple(truth.shape)}, the generated one {tuple(generated.shape)}")
+    return truth.to(generated)

@@ -93,6 +93,45 @@ class WanVAE(nn.Module):
     def streaming_decoder(self) -> "StreamingDecoder":
         return StreamingDecoder(self)
 
+    def streaming_encoder(self) -> "StreamingEncoder":
+        return StreamingEncoder(self)
+
+
+class StreamingEncoder:
+    """Encode frames piece after piece, carrying the causal encoder's feature cache: the first piece
+    is 1 frame (one latent frame), every later one 4k frames (k latent frames), and the latents equal
+    `WanVAE.encode` of all the frames at once (tests). The benchmark's teacher-forced mode encodes a
+    case's recorded chunks this way as the model reaches them; memory is that of one piece.
+    """
+
+    def __init__(self, vae: WanVAE):
+        self.vae = vae
+        self._feat_map = [None] * vae.autoencoder._cached_conv_counts["encoder"]
+        self._started = False
+
+    @torch.no_grad()
+    def encode(self, frames: torch.Tensor) -> torch.Tensor:
+        """frames (B, 3, T, H, W) in [-1, 1], T = 1 for the first piece and 4k after it -> normalised
+        latents (B, 16, 1 or k, H/8, W/8) (posterior mode)."""
+        T = frames.shape[2]
+        if self._started and (T == 0 or T % 4):
+            raise ValueError(f"after the first frame the Wan VAE encodes 4k frames at a time, got {T}")
+        if not self._started and T != 1:
+            raise ValueError(f"the first piece of a stream is 1 frame (its own latent frame), got {T}")
+        ae = self.vae.autoencoder
+        x = frames.to(next(ae.parameters()).dtype)
+        if ae.config.patch_size is not None:
+            from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
+
+            x = patchify(x, patch_size=ae.config.patch_size)
+        pieces = [x] if not self._started else list(x.split(4, dim=2))  # the encoder's own step: 1, then 4
+        out = []
+        for piece in pieces:
+            out.append(ae.encoder(piece, feat_cache=self._feat_map, feat_idx=[0]))
+        self._started = True
+        moments = ae.quant_conv(torch.cat(out, dim=2))  # pointwise: no temporal cache needed
+        return self.vae.normalize(moments.chunk(2, dim=1)[0])  # the mean: DiagonalGaussianDistribution.mode()
+
 
 class StreamingDecoder:
     """Decode latent chunks one after the other, carrying the causal decoder's feature cache.
