@@ -2,6 +2,7 @@
 against the repeated prompt (floor), scored side by side by the same code in one run.
 
     python bench/benchmark.py [--root data/bench] [--probe runs/bench-probe/128x128] [--out runs/bench-baselines]
+    python bench/benchmark.py --native-memory [--root data/bench-native]   # the 4 GB bound at native size
 
 Records the recipe where missing (bench/recipe.py), builds the suite from the held-out runs, and
 runs `wtf benchmark run --model emulator --model first-frame` over every case, printing the peak
@@ -35,6 +36,33 @@ def run_measured(cmd: list[str]) -> float:
     return usage.ru_maxrss / 2**20  # KiB on Linux
 
 
+def native_memory(root: Path) -> None:
+    """The README's memory figure: three scripted-vs-random episodes of up to 2,400 frames and two drill
+    episodes make a ~300-case suite with 60-s long sessions; a probe at `wtf probe train`'s default native
+    224x240; then `wtf benchmark run --model first-frame --max-cases 6` at its defaults, peak resident
+    memory measured (bound: 4 GB). Steps whose output exists are reused."""
+    steps = [
+        (root / "match", ["wtf", "collect", "--policy", "scripted", "--p2-policy", "random", "--episodes", "3",
+                          "--max-frames", "2400", "--workers", "2", "--seed", "40"]),
+        (root / "drill", ["wtf", "collect", "--policy", "drill", "--episodes", "2", "--workers", "2", "--seed", "41"]),
+        (root / "probe", ["wtf", "probe", "train", str(root / "match"), str(root / "drill"), "--steps", "300"]),
+        (root / "suite", ["wtf", "benchmark", "build", str(root / "match"), str(root / "drill")]),
+    ]
+    for out, cmd in steps:
+        if not out.exists():
+            subprocess.run([*cmd, "--out", str(out), "--no-progress"], check=True)
+    cases = json.loads((root / "suite" / "suite.json").read_text())["scenarios"]
+    print("suite: " + ", ".join(f"{k} {v['cases']}" for k, v in cases.items()))
+    out = root / "report"
+    if out.exists():
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+    t0 = time.perf_counter()
+    peak = run_measured(["wtf", "benchmark", "run", str(root / "suite"), "--probe", str(root / "probe"),
+                         "--model", "first-frame", "--max-cases", "6", "--out", str(out), "--no-progress"])
+    print(f"native 224x240, first-frame and emulator, --max-cases 6: peak resident memory {peak:.2f} GB "
+          f"(bound 4 GB: {'met' if peak <= 4 else 'MISSED'}), {time.perf_counter() - t0:.0f} s")
+
+
 def screenshot(page_path: Path, png: Path) -> None:
     """The report page as the README shows it: headless Debian Chromium through Playwright."""
     from playwright.sync_api import sync_playwright
@@ -57,7 +85,12 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, help="also score this checkpoint (real, zero and swapped keys)")
     parser.add_argument("--screenshot", type=Path, help="write a PNG of the report page here (headless Chromium)")
     parser.add_argument("--max-cases", type=int, help="score at most N cases per scenario (default: all)")
+    parser.add_argument("--native-memory", action="store_true",
+                        help="only the memory check at native size (its own data under --root, default data/bench-native)")
     args = parser.parse_args()
+    if args.native_memory:
+        native_memory(args.root if "--root" in sys.argv else recipe.ROOT / "data" / "bench-native")
+        return
 
     took = recipe.ensure(args.root)
     print(f"recipe: {sum(took.values()):.0f} s of recording this run ({', '.join(f'{k} {v:.0f} s' for k, v in took.items())})")

@@ -529,9 +529,18 @@ def parse_scenarios(text: str | None) -> set[str] | None:
     return names
 
 
+VIDEO_ROWS = 16
+"""Rows of a side-by-side video drawn at a time: a native-size pair with its HUD is 14 MB a frame."""
+
+VIDEO_WIDTH = 800
+"""The emulator | generated pair is upscaled by the largest integer (at most 3) that keeps it this wide
+before the HUD's own 2x: 3x for 128x128 models, 1x for the native 240-wide frames."""
+
+
 def write_side_by_side(path: Path, pieces, case: Case, fps: int) -> None:
-    """emulator | generated, 3x, titled, both players' key HUD under them (annotate/hud.py), browser-playable;
-    `pieces` are (first row, recorded, generated) in row order, encoded as they come."""
+    """emulator | generated, upscaled (VIDEO_WIDTH), titled, both players' key HUD under them (annotate/hud.py),
+    browser-playable; `pieces` are (first row, recorded, generated) in row order, drawn VIDEO_ROWS rows at
+    a time and encoded as they come."""
     from wantofight.annotate.hud import add_titles, render_hud
     from wantofight.annotate.inspect_clip import write_mp4
 
@@ -539,14 +548,17 @@ def write_side_by_side(path: Path, pieces, case: Case, fps: int) -> None:
     pressed = case.keys & ~before  # over the whole case, so a piece's first row knows the row before it
 
     def drawn():
-        for a, real, frames in pieces:
-            b = a + len(real)
-            gap = np.full((len(real), real.shape[1], 2, 3), 255, np.uint8)
-            both = np.concatenate([real, gap, frames], axis=2)
-            both = np.repeat(np.repeat(both, 3, axis=1), 3, axis=2)
-            hud = render_hud(both, case.keys[a:b, 0], case.keys[a:b, 1], start_index=a, scale=2, episode_rows=False,
-                             p1_pressed=pressed[a:b, 0], p2_pressed=pressed[a:b, 1], timeline_span=(0, case.rows))
-            yield add_titles(hud, [(0, "EMULATOR"), ((real.shape[2] + 2) * 3 * 2, "GENERATED")], scale=2)
+        for start, real, frames in pieces:
+            up = max(1, min(3, VIDEO_WIDTH // (2 * real.shape[2] + 2)))
+            for i in range(0, len(real), VIDEO_ROWS):
+                a, b = start + i, start + min(len(real), i + VIDEO_ROWS)
+                gap = np.full((b - a, real.shape[1], 2, 3), 255, np.uint8)
+                both = np.concatenate([real[i:i + VIDEO_ROWS], gap, frames[i:i + VIDEO_ROWS]], axis=2)
+                both = np.repeat(np.repeat(both, up, axis=1), up, axis=2)
+                hud = render_hud(both, case.keys[a:b, 0], case.keys[a:b, 1], start_index=a, scale=2,
+                                 episode_rows=False, p1_pressed=pressed[a:b, 0], p2_pressed=pressed[a:b, 1],
+                                 timeline_span=(0, case.rows))
+                yield add_titles(hud, [(0, "EMULATOR"), ((real.shape[2] + 2) * up * 2, "GENERATED")], scale=2)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_mp4(path, drawn(), fps)  # under a temporary name, then renamed
