@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from wantofight.datasets import frames as fr
 from wantofight.datasets.exclude import load_excludes
+from wantofight.datasets.screen import screen_offsets
 
 TIERS = ("single-action", "dual-action", "full-match")
 PADDED_TIERS = ("single-action", "dual-action")
@@ -309,23 +310,3 @@ class ClipDataset:
         crops = [fr.crop_fighter(pixels[0], row[f"ram_p{p}_x"][ram_row], row[f"ram_p{p}_y"][ram_row], crop_left,
                                  crop_top) for p in (1, 2)]
         return torch.stack([fr.square_resize(c, self.ref_size) for c in crops])
-
-
-_SCREEN: dict[str, tuple[int, int]] = {}
-
-
-def screen_offsets(game: str | None) -> tuple[int, int]:
-    """(crop_top, crop_left): how far the recorded picture is cut into the game's coordinate
-    system (game.json `screen`; duel: 8, 8); (0, 0) for a game without one."""
-    if game not in _SCREEN:
-        offsets = (0, 0)
-        try:
-            from wantofight.collect.game_registry import builtin_games
-
-            spec = builtin_games().get(game)
-            screen = (spec.info or {}).get("screen", {}) if spec is not None else {}
-            offsets = (int(screen.get("crop_top", 0)), int(screen.get("crop_left", 0)))
-        except Exception:  # an imported game without game.json: positions are taken as image pixels
-            pass
-        _SCREEN[game] = offsets
-    return _SCREEN[game]

@@ -102,3 +102,44 @@ def test_the_loss_weights_the_fighter_cells(tmp_path, trainer_class, stage):
     assert losses[0.0] == pytest.approx(plain, rel=1e-4)
     assert losses[4.0] == pytest.approx(plain + 4.0 * fighters, rel=1e-4)
     assert losses[4.0] > losses[0.0] * 1.05
+
+
+def test_the_fighter_rows_hold_every_fighter_and_leave_out_the_hud(recorded):
+    """A scripted fight against random keys, recorded by the collector: every fighter's drawn extent (its
+    feet's y from RAM, the tallest sprite above them) lies inside `fighter_rows("duel")`; the pixels that
+    change outside them are the HUD's (health bars and timer, above the band), and the fighter masks of the
+    VAE (pixels) and of the DiT's loss (latent cells) keep none of them. With rows=None (the mask before
+    the game's band) the HUD's changing pixels are counted as fighters."""
+    import numpy as np
+
+    from wantofight.benchmark.episodes import open_runs
+    from wantofight.datasets.screen import band_mask, fighter_rows, game_info
+    from wantofight.train.game_vae import fighter_mask
+
+    _, (ep, *_) = open_runs([recorded(policy="scripted", p2_policy="random", episodes=1, max_frames=600, seed=3)])
+    frames = ep.frames(np.arange(0, ep.rows, 2))  # (T, 224, 240, 3)
+    y = ep.truth.values["y"][::2][ep.truth.valid["y"][::2]]
+    info = game_info("duel")
+    top, bottom = fighter_rows("duel")
+    height = frames.shape[1]
+    crop_top = info["screen"]["crop_top"]
+    tallest = max(-box[1] for box in info["boxes"]["sprite"].values())
+    assert (y - tallest - crop_top).min() >= top * height and (y + 1 - crop_top).max() <= bottom * height
+    assert (y - tallest - crop_top).min() < top * height + 16  # a jump reaches near the top of the band
+
+    pixels = torch.from_numpy(frames).permute(3, 0, 1, 2).float() / 127.5 - 1  # (3, T, H, W)
+    stage = pixels.median(1).values
+    everything = fighter_mask(pixels[None], stage)[0, 0]  # (T, H, W)
+    band = band_mask((top, bottom), height).bool()
+    outside = everything[:, ~band]
+    assert outside.sum() > 100  # the HUD changes as the health bars drain and the timer counts
+    changed_rows = torch.nonzero(everything.amax(dim=(0, 2))).flatten()
+    assert changed_rows[changed_rows < top * height].numel() > 0  # ... above the fighters
+    fighters = fighter_mask(pixels[None], stage, (top, bottom))[0, 0]
+    assert fighters[:, ~band].sum() == 0 and torch.equal(fighters[:, band], everything[:, band])
+
+    z = torch.zeros(1, 4, 2, 16, 16)
+    z[0, :, :, 1] = z[0, :, :, 10] = 1.0  # a HUD row and a fighter row differ from the stage
+    cells = fighter_cells(z, torch.zeros(4, 2, 16, 16), (top, bottom))
+    assert cells[0, 0, :, 1].sum() == 0 and cells[0, 0, :, 10].sum() == 2 * 16
+    assert fighter_cells(z, torch.zeros(4, 2, 16, 16))[0, 0, :, 1].sum() == 2 * 16

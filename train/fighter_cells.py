@@ -6,8 +6,9 @@ The latent analogue of the game VAE's `vae.fighter_weight`:
 
     stage latent   the per-cell median of fixed train windows' latents, one per latent frame index
                    (a causal VAE's first latent frames differ from its later ones even on a still stage)
-    fighter cells  the cells whose latent differs from it by more than THRESHOLD (mean over channels):
-                   the fighters and the HUD's changing parts, about a sixth of the cells in duel clips
+    fighter cells  the cells whose latent differs from it by more than THRESHOLD (mean over channels),
+                   inside the rows the game's fighters can be drawn in (datasets/screen.py `fighter_rows`):
+                   the HUD's changing parts (health bars, timer) differ too but are no fighter
     weights        1 + fighter_weight on those cells, 1 elsewhere, multiplying the squared error
 """
 
@@ -25,16 +26,21 @@ def stage_latent(latents: torch.Tensor) -> torch.Tensor:
     return latents.float().median(0).values
 
 
-def fighter_cells(z: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
-    """(B, 1, F, h, w) 1.0 where (B, C, F, h, w) latents differ from the (C, F', h, w) stage latent; frames
-    past F' compare with its last frame (the causal VAE's later latent frames are alike)."""
+def fighter_cells(z: torch.Tensor, stage: torch.Tensor, rows: tuple[float, float] | None = None) -> torch.Tensor:
+    """(B, 1, F, h, w) 1.0 where (B, C, F, h, w) latents differ from the (C, F', h, w) stage latent, on the
+    latent rows that overlap `rows` (fractions of the height; None: every row); frames past F' compare
+    with its last frame (the causal VAE's later latent frames are alike)."""
+    from wantofight.datasets.screen import band_mask
+
     frames = z.shape[2]
     if stage.shape[1] < frames:
         stage = torch.cat([stage, stage[:, -1:].expand(-1, frames - stage.shape[1], -1, -1)], dim=1)
     differs = (z.float() - stage[None, :, :frames].to(z.device)).abs().mean(1, keepdim=True)
-    return (differs > THRESHOLD).float()
+    band = band_mask(rows, z.shape[3]).to(z.device)[:, None]  # (h, 1)
+    return (differs > THRESHOLD).float() * band
 
 
-def cell_weights(z: torch.Tensor, stage: torch.Tensor, weight: float) -> torch.Tensor:
+def cell_weights(z: torch.Tensor, stage: torch.Tensor, weight: float,
+                 rows: tuple[float, float] | None = None) -> torch.Tensor:
     """(B, 1, F, h, w) loss weights: 1 + `weight` on the fighter cells, 1 elsewhere."""
-    return 1.0 + weight * fighter_cells(z, stage)
+    return 1.0 + weight * fighter_cells(z, stage, rows)

@@ -249,16 +249,20 @@ def stage_picture(dataset, count: int, size: tuple[int, int]) -> torch.Tensor:
     return torch.stack(firsts).median(0).values
 
 
-def fighter_mask(frames: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
-    """(B, 1, T, H, W) 1 where (B, 3, T, H, W) frames differ from the stage picture (the fighters, the HUD's
-    changing parts), grown by one pixel so their outlines count."""
+def fighter_mask(frames: torch.Tensor, stage: torch.Tensor, rows: tuple[float, float] | None = None) -> torch.Tensor:
+    """(B, 1, T, H, W) 1 where (B, 3, T, H, W) frames differ from the stage picture, grown by one pixel so
+    their outlines count, on the rows the game's fighters can be drawn in (`rows`, fractions of the height,
+    datasets/screen.py `fighter_rows`; None: every row, the HUD's changing parts included)."""
+    from wantofight.datasets.screen import band_mask
+
     differs = ((frames - stage[None, :, None]).abs().sum(1, keepdim=True) > 0.1).float()
-    return torch.nn.functional.max_pool3d(differs, (1, 3, 3), 1, (0, 1, 1))
+    grown = torch.nn.functional.max_pool3d(differs, (1, 3, 3), 1, (0, 1, 1))
+    return grown * band_mask(rows, frames.shape[3]).to(grown)[:, None]
 
 
 @torch.no_grad()
 def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2,
-            stage: torch.Tensor | None = None, done=None) -> dict:
+            stage: torch.Tensor | None = None, done=None, rows: tuple[float, float] | None = None) -> dict:
     """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
     {"psnr": dB over 8-bit RGB, "windows", "latent_rms": RMS of the normalised latents}, and with a
     `stage` picture (`stage_picture`) "fighters_psnr": dB over the pixels that differ from it only. The
@@ -282,7 +286,7 @@ def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2
         last_squared += errors[:, :, -4:].sum().item()
         last_values += errors[:, :, -4:].numel()
         if stage is not None:
-            mask = fighter_mask(frames.float(), stage.to(frames))
+            mask = fighter_mask(frames.float(), stage.to(frames), rows)
             fg_squared += (errors * mask).sum().item()
             fg_values += int(mask.sum().item()) * 3
         z_sq += z.float().square().sum().item()
@@ -399,8 +403,8 @@ class VAETrainer(Trainer):
         raw = self.next_raw()
         frames = frames_to_model(raw["frames"].to(self.device), self.size)  # (B, T, 3, H, W)
         s, (H, W) = self.settings, self.size
-        fighters = (fighter_mask(frames.transpose(1, 2), self.stage_image().to(frames)).transpose(1, 2)
-                    if s.fighter_weight or s.adv_weight else None)  # (B, T, 1, H, W)
+        fighters = (fighter_mask(frames.transpose(1, 2), self.stage_image().to(frames), self.fighter_rows())
+                    .transpose(1, 2) if s.fighter_weight or s.adv_weight else None)  # (B, T, 1, H, W)
         t = min(s.clip_frames, frames.shape[1])
         ch, cw = (min(s.crop, H), min(s.crop, W)) if s.crop else (H, W)
         step, micro = self.step_count, self._micro
@@ -500,7 +504,8 @@ class VAETrainer(Trainer):
         split, dataset = self.eval_split()
         self.model.eval()
         try:
-            result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image())
+            result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image(),
+                             rows=self.fighter_rows())
         finally:
             self.model.train()
         return {f"{split}_psnr": result["psnr"], f"{split}_last_psnr": result["last_psnr"],
@@ -511,6 +516,14 @@ class VAETrainer(Trainer):
         if getattr(self, "_stage", None) is None:
             self._stage = stage_picture(self.datasets["train"], self.settings.stats_windows, self.size)
         return self._stage
+
+    def fighter_rows(self) -> tuple[float, float] | None:
+        """The rows the train split's game draws its fighters in (datasets/screen.py), read once."""
+        if not hasattr(self, "_fighter_rows"):
+            from wantofight.datasets.screen import fighter_rows_of
+
+            self._fighter_rows = fighter_rows_of(self.datasets["train"])
+        return self._fighter_rows
 
     # ---- checkpoints ----
     def checkpoint_config(self) -> dict:
@@ -565,7 +578,7 @@ class VAETrainer(Trainer):
             ae.register_to_config(latents_mean=mean, latents_std=std)
             vae = WanVAE(ae)
             psnr = {name: measure(vae, ds, self.settings.eval_windows, self.size, stage=self.stage_image(),
-                                  done=bar.advance) for name, ds in measured.items()}
+                                  rows=self.fighter_rows(), done=bar.advance) for name, ds in measured.items()}
         staged = self.run_dir / "vae"
         shutil.rmtree(staged, ignore_errors=True)
         ae.save_pretrained(staged, safe_serialization=True)

@@ -130,6 +130,7 @@ class Trainer:
         self._encode_s = 0.0
         self._stop = False
         self._stage_latent: torch.Tensor | None = None
+        self._fighter_rows: tuple[float, float] | None = None
 
         resume_from = self._check_run_dir(resume)
         self._seed_everything(config.seed)
@@ -353,8 +354,10 @@ class Trainer:
         from wantofight.train.fighter_cells import cell_weights
 
         if self._stage_latent is None:
-            self._stage_latent = self.stage_latent()
-        return cell_weights(z, self._stage_latent, self.config.fighter_weight)
+            from wantofight.datasets.screen import fighter_rows_of
+
+            self._stage_latent, self._fighter_rows = self.stage_latent(), fighter_rows_of(self.datasets["train"])
+        return cell_weights(z, self._stage_latent, self.config.fighter_weight, self._fighter_rows)
 
     @torch.no_grad()
     def stage_latent(self, count: int = 64) -> torch.Tensor:
