@@ -15,7 +15,6 @@ PSNR is over 8-bit RGB, per frame, and reported overall and by position in the V
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -41,8 +40,9 @@ def read_frames(path: Path, limit: int) -> np.ndarray:
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     """PSNR in dB between uint8-range tensors."""
-    mse = (a.float() - b.float()).square().mean().item()
-    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
+    from wantofight.fidelity import psnr_db
+
+    return psnr_db((a.float() - b.float()).square().mean().item(), peak=255.0)
 
 
 def main() -> int:

@@ -47,6 +47,9 @@ PIECE_ROWS = 64
 """A case's rows go through the producer, the probe, the metrics and the side-by-side video this many at a
 time, so memory does not grow with a case's length (a 60-s case at 60 fps is 3,600 rows; its side-by-side
 video at 3x alone would hold about 10 GB at once)."""
+PSNR_CAP = 100.0
+"""dB given to identical frames (the emulator against itself), so the report holds numbers, not inf."""
+
 FIDELITY_FRAMES = 64
 """SSIM and LPIPS read at most this many generated frames of a case, spread evenly (SSIM costs
 ~30 ms a frame on a CPU, and a long case has 1,800); PSNR reads every frame."""
@@ -326,7 +329,7 @@ class CaseScore:
         self.row = b
 
     def result(self, frame_skip: int, lpips_net=None) -> dict:
-        from wantofight.fidelity import score as fidelity
+        from wantofight.fidelity import psnr_db, score as fidelity
 
         case = self.case
         read = {name: np.concatenate([r[name] for r in self.reads]) for name in self.reads[0]}
@@ -346,8 +349,8 @@ class CaseScore:
         result["extra_fighters"] = sc.per_chunk(np.concatenate(self.extra)[1:])
         mse = np.concatenate(self.mse)[1:]
         _, ssim, lp = fidelity(np.concatenate(self.made), np.concatenate(self.real), lpips_net)
-        result.update({"psnr": float(sc.psnr(mse.mean())), "ssim": ssim, "lpips": lp,
-                       "psnr_rows": [round(float(v), 2) for v in sc.psnr(mse)]})
+        result.update({"psnr": psnr_db(mse.mean(), cap=PSNR_CAP), "ssim": ssim, "lpips": lp,
+                       "psnr_rows": [round(float(v), 2) for v in psnr_db(mse, cap=PSNR_CAP)]})
         return result
 
 

@@ -170,11 +170,6 @@ def mse_rows(generated: np.ndarray, real: np.ndarray) -> np.ndarray:
     return (diff * diff).reshape(len(diff), -1).mean(1).astype(np.float64)
 
 
-def psnr(mse: np.ndarray | float) -> np.ndarray | float:
-    """PSNR in dB of a mean squared error on [0, 1] pixels, capped at 100 dB for identical frames."""
-    return np.minimum(10 * np.log10(1.0 / np.maximum(mse, 1e-10)), 100.0)
-
-
 def spread(count: int, most: int) -> np.ndarray:
     """At most `most` indices spread evenly over range(count), first and last included."""
     return np.unique(np.linspace(0, count - 1, min(count, most)).round().astype(np.int64))

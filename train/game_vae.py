@@ -218,8 +218,9 @@ def reconstruction_loss(out: torch.Tensor, frames: torch.Tensor, mean: torch.Ten
 
 def db(squared: float, values: int) -> float:
     """PSNR in dB of a sum of squared 8-bit errors over `values` values."""
-    mse = squared / max(1, values)
-    return float("inf") if mse == 0 else 10 * math.log10(255.0**2 / mse)
+    from wantofight.fidelity import psnr_db
+
+    return psnr_db(squared / max(1, values), peak=255.0)
 
 
 def to_uint8(frames: torch.Tensor) -> torch.Tensor:

@@ -116,8 +116,9 @@ def with_decoder(vae, decoder: nn.Module):
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     """PSNR in dB of frames in [-1, 1] (peak-to-peak 2)."""
-    mse = (a.float() - b.float()).pow(2).mean().item()
-    return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(4.0 / mse)).item()
+    from wantofight.fidelity import psnr_db
+
+    return psnr_db((a.float() - b.float()).pow(2).mean().item(), peak=2.0)
 
 
 @torch.no_grad()

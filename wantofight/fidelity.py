@@ -94,6 +94,17 @@ def load_alexnet_features(trunk: torch.nn.Module, state: dict) -> None:
     trunk.load_state_dict(mapped, strict=True)
 
 
+def psnr_db(mse, peak: float = 1.0, cap: float | None = None):
+    """PSNR in dB of a mean squared error (a number or an array) on pixels whose range is `peak` (1 for
+    [0, 1], 2 for [-1, 1], 255 for 8-bit): inf where it is 0, or at most `cap`. The project's one PSNR."""
+    mse = np.asarray(mse, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        db = 10 * np.log10(peak**2 / mse)
+    if cap is not None:
+        db = np.minimum(db, cap)
+    return float(db) if db.ndim == 0 else db
+
+
 SCORE_BATCH = 16
 """Frames per call into SSIM and LPIPS: their float intermediates for 64 native frames at once held 1.3 GB."""
 
@@ -113,7 +124,6 @@ def score(generated: np.ndarray, real: np.ndarray, lpips_net=None) -> tuple[floa
         if lpips_net is not None:
             with torch.no_grad():
                 lps.append(lpips_net(a * 2 - 1, b * 2 - 1).flatten())
-    mse = sse / generated.size
-    psnr = float("inf") if mse == 0 else float(10 * np.log10(1.0 / mse))
+    psnr = psnr_db(sse / generated.size)
     lp = float(torch.cat(lps).mean()) if lps else None
     return psnr, float(torch.cat(ssims).mean()), lp
