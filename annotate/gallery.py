@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.annotate.images import png_bytes
+from wantofight.images import png_bytes
 from wantofight.annotate.inspect_clip import clip_view, read_clip, shard_files, write_mp4
 
 WEB_DIR = Path(__file__).parent / "web"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.annotate.hud import hud_layout, render_hud
-from wantofight.annotate.images import write_png
+from wantofight.hud import hud_layout, render_hud
+from wantofight.images import write_png
 
 SUFFIXES = (".mp4", ".gif", ".png")
 CHUNK_FRAMES = 64

@@ -4,7 +4,7 @@ Pictures come from a match recorded by the project's own collector, rendered wit
 (`wtf inspect --episode`). Each comparison prints the time of every candidate (median of interleaved
 rounds), its ratio to the old code, and whether the pictures are identical (max pixel difference):
 
-- PNG writing: the old zlib writer (kept here as the reference) vs `cv2.imencode` as annotate/images.py
+- PNG writing: the old zlib writer (kept here as the reference) vs `cv2.imencode` as wantofight/images.py
   calls it, and OpenCV's defaults;
 - PNG reading: the old reader vs `cv2.imdecode` vs PyAV, and `cv2.imdecode` after `import decord`;
 - upscaling a HUD video: `repeat` vs `cv2.resize` nearest neighbour, with one thread and with OpenCV's own;
@@ -35,7 +35,7 @@ RESULTS = Path(__file__).parent / "results"
 
 
 # ---------------------------------------------------------------------------------------------
-# The hand-written code that annotate/images.py replaced (annotate/inspect_clip.py before it), verbatim
+# The hand-written code that wantofight/images.py replaced (annotate/inspect_clip.py before it), verbatim
 
 
 def handwritten_png(image: np.ndarray) -> bytes:
@@ -70,7 +70,7 @@ def repeat_upscale(frames: np.ndarray, scale: int) -> np.ndarray:
 
 
 def glyph_at_a_time_draw_text(image: np.ndarray, y: int, x: int, text: str, color) -> None:
-    from wantofight.annotate.hud import ADVANCE, FONT
+    from wantofight.hud import ADVANCE, FONT
 
     h, w = image.shape[-3], image.shape[-2]
     color = np.asarray(color, dtype=np.uint8)
@@ -133,7 +133,7 @@ def hud_view(tmp: Path):
 def png_section(view) -> None:
     import cv2
 
-    from wantofight.annotate.images import png_bytes, read_png
+    from wantofight.images import png_bytes, read_png
     from wantofight.annotate.inspect_clip import contact_sheet
 
     pictures = {
@@ -178,7 +178,7 @@ def png_section(view) -> None:
 def upscale_section(view) -> None:
     import cv2
 
-    from wantofight.annotate.images import upscale
+    from wantofight.images import upscale
 
     canvas = view.render(1)  # (161, H, W, 3): the HUD before its upscale
     for scale in (2, 3):
@@ -207,7 +207,7 @@ def upscale_section(view) -> None:
 def text_section() -> None:
     import cv2
 
-    from wantofight.annotate import hud
+    from wantofight import hud
 
     chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
     fonts = {"FONT_HERSHEY_PLAIN": cv2.FONT_HERSHEY_PLAIN, "FONT_HERSHEY_SIMPLEX": cv2.FONT_HERSHEY_SIMPLEX}
@@ -296,7 +296,7 @@ def text_section() -> None:
         hud.draw_text(panel, y, 2, w, hud.TEXT)
         for j, font in enumerate(fonts.values()):
             cv2.putText(panel, w, (2, y + 9 * (j + 1) + hud.GLYPH_H), font, cv2_scale(font), hud.TEXT, 1, cv2.LINE_8)
-    from wantofight.annotate.images import upscale, write_png
+    from wantofight.images import upscale, write_png
 
     write_png(RESULTS / "opencv-text.png", upscale(panel, 4))
     print("  picture: bench/results/opencv-text.png (per line: our font, then cv2 PLAIN, then cv2 SIMPLEX; 4x)")
@@ -305,7 +305,7 @@ def text_section() -> None:
 def cells_section(view) -> None:
     import cv2
 
-    from wantofight.annotate import hud
+    from wantofight import hud
 
     canvas = view.render(1)
     mask = np.arange(len(canvas)) % 3 == 0  # a key held on a third of the frames
@@ -369,7 +369,7 @@ def gif_section(view) -> None:
 
 
 def render_section(view) -> None:
-    from wantofight.annotate import hud
+    from wantofight import hud
 
     def with_repeat():
         hud.upscale = repeat_upscale

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from wantofight.annotate.hud import hud_layout
+from wantofight.hud import hud_layout
 from wantofight.collect.keys import SLOT_INDEX
 from wantofight.play.controls import KeyMap
 from wantofight.play.session import PlaySettings, play
@@ -193,7 +193,7 @@ def save_screenshot(fbdir: Path, out: Path):
     def take(window: str) -> None:
         import av
 
-        from wantofight.annotate.images import write_png
+        from wantofight.images import write_png
 
         geometry = dict(line.split("=") for line in xdotool("getwindowgeometry", "--shell", window).split())
         x, y, w, h = (int(geometry[k]) for k in ("X", "Y", "WIDTH", "HEIGHT"))

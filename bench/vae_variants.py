@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    from wantofight.annotate.images import upscale, write_png
+    from wantofight.images import upscale, write_png
     from wantofight.datasets.clip_dataset import ClipDataset
     from wantofight.datasets.loader import frames_to_model
     from wantofight.train.game_vae import psnr_8bit

@@ -541,10 +541,10 @@ before the HUD's own 2x: 3x for 128x128 models, 1x for the native 240-wide frame
 
 
 def write_side_by_side(path: Path, pieces, case: Case, fps: int) -> None:
-    """emulator | generated, upscaled (VIDEO_WIDTH), titled, both players' key HUD under them (annotate/hud.py),
+    """emulator | generated, upscaled (VIDEO_WIDTH), titled, both players' key HUD under them (wantofight/hud.py),
     browser-playable; `pieces` are (first row, recorded, generated) in row order, drawn VIDEO_ROWS rows at
     a time and encoded as they come."""
-    from wantofight.annotate.hud import add_titles, render_hud
+    from wantofight.hud import add_titles, render_hud
     from wantofight.annotate.inspect_clip import write_mp4
 
     before = np.concatenate([np.zeros((1, 2), np.uint16), case.keys[:-1]])

@@ -17,46 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-LAYOUT_VERSION = 1
-SLOTS: tuple[str, ...] = (
-    "UP", "DOWN", "LEFT", "RIGHT", "A", "B", "C", "D",
-    "X", "Y", "Z", "L", "R", "START", "SELECT", "MODE",
-)  # fmt: skip
-SLOT_INDEX = {name: i for i, name in enumerate(SLOTS)}
+from wantofight.key_layout import (LAYOUT_VERSION, SLOT_INDEX, SLOTS, UnknownKey, array_to_masks,  # noqa: F401
+                                   mask_of, masks_to_array, names_of)
+
 PLATFORMS_DIR = Path(__file__).parent / "platforms"
-
-
-class UnknownKey(ValueError):
-    """A key name or mask that the layout does not know."""
-
-
-def mask_of(names: list[str] | tuple[str, ...]) -> int:
-    """`["RIGHT", "A"]` → the uint16 mask with those slots set."""
-    mask = 0
-    for name in names:
-        slot = SLOT_INDEX.get(name.upper())
-        if slot is None:
-            raise UnknownKey(f"unknown key {name!r}; valid keys: {', '.join(SLOTS)}")
-        mask |= 1 << slot
-    return mask
-
-
-def names_of(mask: int) -> list[str]:
-    """The slot names set in `mask`, in slot order."""
-    return [name for i, name in enumerate(SLOTS) if mask >> i & 1]
-
-
-def masks_to_array(masks: np.ndarray) -> np.ndarray:
-    """uint16 masks of shape `(T, P)` → float32 `(T, P, 16)` with 1.0 where a slot is pressed."""
-    masks = np.asarray(masks, dtype=np.uint16)
-    bits = (masks[..., None] >> np.arange(16, dtype=np.uint16)) & 1
-    return bits.astype(np.float32)
-
-
-def array_to_masks(keys: np.ndarray) -> np.ndarray:
-    """float or bool `(..., 16)` → uint16 masks `(...)` (a slot counts as pressed above 0.5)."""
-    bits = (np.asarray(keys) > 0.5).astype(np.uint16)
-    return (bits << np.arange(16, dtype=np.uint16)).sum(axis=-1).astype(np.uint16)
 
 
 @dataclass(frozen=True)

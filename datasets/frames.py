@@ -161,8 +161,9 @@ def resize_to_model(frames: np.ndarray, size: tuple[int, int], mode: str = "stre
 
 def key_bits(masks: np.ndarray) -> np.ndarray:
     """uint16 masks (...,) -> float32 (..., 16), bit i = slot i (docs/contracts.md)."""
-    masks = np.asarray(masks, dtype=np.uint16)
-    return ((masks[..., None] >> np.arange(16, dtype=np.uint16)) & 1).astype(np.float32)
+    from wantofight.key_layout import masks_to_array
+
+    return masks_to_array(masks)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -216,7 +216,7 @@ def key_rows(p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
 
 def keys_tensor(masks: np.ndarray) -> torch.Tensor:
     """(T, 2) uint16 masks -> (1, T, 2, 16) float keys (bit i = slot i)."""
-    from wantofight.collect.keys import masks_to_array
+    from wantofight.key_layout import masks_to_array
 
     return torch.from_numpy(masks_to_array(masks))[None]
 
@@ -363,9 +363,9 @@ class Mp4Writer:
 
 
 def draw_hud(frames: np.ndarray, masks: np.ndarray, start_row: int, total: int, title: str) -> np.ndarray:
-    """The key HUD of `wtf inspect` under each frame (annotate/hud.py) and `title` above: a chunk of
+    """The key HUD of `wtf inspect` under each frame (wantofight/hud.py) and `title` above: a chunk of
     rows start_row.. of a `total`-row video, counted over the whole video."""
-    from wantofight.annotate.hud import add_titles, render_hud
+    from wantofight.hud import add_titles, render_hud
 
     video = render_hud(frames, masks[:, 0], masks[:, 1], start_index=start_row, scale=2,
                        timeline_span=(0, total), episode_rows=False)

@@ -295,7 +295,7 @@ def frame_for_model(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 def compose(generated: np.ndarray, emulator: np.ndarray | None, size: tuple[int, int]) -> np.ndarray:
     """The picture above the HUD: GENERATED, or EMULATOR | GENERATED with --side-by-side, titled."""
-    from wantofight.annotate.hud import add_titles, side_by_side
+    from wantofight.hud import add_titles, side_by_side
 
     if emulator is None:
         return add_titles(generated[None], [(0, "GENERATED")], scale=1)[0]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wantofight.annotate.hud import BACKGROUND, LINE_H, PLAYER_COLORS, TEXT, draw_text, hud_layout, render_hud
+from wantofight.hud import BACKGROUND, LINE_H, PLAYER_COLORS, TEXT, draw_text, hud_layout, render_hud
 from wantofight.play.controls import Controls, KeyMap
 
 MAX_BEHIND = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wantofight.annotate import hud
+from wantofight import hud
 
 _BY_INK = {glyph.tobytes(): char for char, glyph in hud.FONT.items()}
 

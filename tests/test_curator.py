@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from hud_helpers import index_line
 from test_curator_data import OPTIONS, busiest_clip, clip_rows, curator_dataset, popcount
-from wantofight.annotate import hud
+from wantofight import hud
 from wantofight.annotate.curriculum import read_exclude
-from wantofight.annotate.images import read_png
+from wantofight.images import read_png
 from wantofight.annotate.video import decode_mp4
 from wantofight.cli import app
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from hud_helpers import index_line, title
 from model_helpers import one_torch_thread, tiny_model  # noqa: F401
-from wantofight.annotate import hud as hud_lib
+from wantofight import hud as hud_lib
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
 from wantofight.inference import cli as inference_cli

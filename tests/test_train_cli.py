@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hud_helpers import index_line, title
-from wantofight.annotate import hud
+from wantofight import hud
 from wantofight.annotate.curriculum import BuildOptions, build_curriculum
 from wantofight.cli import app
 from wantofight.inference import checkpoints

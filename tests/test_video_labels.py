@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from hud_helpers import index_line, title
-from wantofight.annotate import hud
+from wantofight import hud
 from wantofight.annotate.video import decode_mp4
 
 

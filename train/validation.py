@@ -97,7 +97,7 @@ def validation_video(trainer, dataset, path: Path) -> Path:
 def hud(frames: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Keys drawn under the frames: the curator tools' renderer (`wtf inspect`) when installed."""
     try:
-        from wantofight.annotate.hud import render_hud
+        from wantofight.hud import render_hud
     except ImportError:
         return _simple_hud(frames, keys)
     masks = (keys.astype(np.int64) << np.arange(keys.shape[2])).sum(axis=2).astype(np.uint16)  # (T, P) bit i = slot i
@@ -105,9 +105,9 @@ def hud(frames: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def side_by_side(panels: list[tuple[str, np.ndarray]]) -> np.ndarray:
-    """Titled panels next to each other (annotate/hud.py), or plainly joined without it."""
+    """Titled panels next to each other (wantofight/hud.py), or plainly joined without it."""
     try:
-        from wantofight.annotate.hud import side_by_side as titled
+        from wantofight.hud import side_by_side as titled
     except ImportError:
         return np.concatenate([video for _, video in panels], axis=2)
     return titled(panels, scale=2)

@@ -4,7 +4,7 @@
 
 Each cell replays a short script from a savestate (pads given as P1 keys / P2 keys, relative
 words toward/away) and crops the screen around the fighters. Labels use a tiny 3x5 font below;
-the PNG is written by OpenCV (`annotate/images.py`, as `wtf inspect` writes its sheets).
+the PNG is written by OpenCV (`wantofight/images.py`, as `wtf inspect` writes its sheets).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def capture(env, state, script, writes):
 
 def main(out: Path) -> None:
     sys.path.insert(0, str(REPO))
-    from wantofight.annotate.images import upscale, write_png
+    from wantofight.images import upscale, write_png
     from wantofight.collect.emulator import make_env
 
     env = make_env("Duel-Nes", state="Start")

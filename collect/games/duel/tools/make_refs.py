@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.annotate.images import write_png
+from wantofight.images import write_png
 from wantofight.collect.emulator import make_env
 from wantofight.collect.game_registry import resolve_game
 from wantofight.datasets.frames import crop_fighter

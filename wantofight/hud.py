@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wantofight.annotate.images import upscale
-from wantofight.collect.keys import SLOTS
+from wantofight.images import upscale
+from wantofight.key_layout import SLOTS
 
 # ---------------------------------------------------------------------------------------------
 # A 3×5 bitmap font: 5 rows of 3 pixels per glyph, "#" = ink. Upper case only; lower case maps to it.
