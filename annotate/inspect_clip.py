@@ -114,7 +114,7 @@ def episode_view(path: Path, start: int = 0, frames: int | None = None) -> ClipV
     memory (nothing is written into the recording) when it has none."""
     from wantofight.annotate.annotate import annotate_episode, is_annotated, read_annotation
     from wantofight.annotate.episode import EpisodeError, load_episode
-    from wantofight.annotate.video import iter_frames
+    from wantofight.video import iter_frames
 
     path = Path(path)
     try:

@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from wantofight.annotate.clips import ClipPlan
 from wantofight.annotate.events import EVENT_SCHEMA
-from wantofight.annotate.video import ClipEncoder, iter_frames
+from wantofight.annotate.video import ClipEncoder
+from wantofight.video import iter_frames
 
 SCHEMA_VERSION = 1
 ROW_GROUP_ROWS = 8

@@ -7,23 +7,10 @@ clip's decoded frames equal the episode's. `decord.VideoReader(io.BytesIO(data))
 from __future__ import annotations
 
 import io
-from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from wantofight.video import VideoWriter, read_video
-
-
-def iter_frames(source: Path | bytes) -> Iterator[np.ndarray]:
-    """Every frame of a video file or of MP4 bytes in order, (H, W, 3) uint8 RGB, one at a time."""
-    import av
-
-    with av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source)) as container:
-        stream = container.streams.video[0]
-        stream.thread_count = 1
-        for frame in container.decode(stream):
-            yield frame.to_ndarray(format="rgb24")
 
 
 class ClipEncoder(VideoWriter):

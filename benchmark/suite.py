@@ -202,7 +202,7 @@ class Case:
         (None: one piece), decoded as they are asked for, so a long case is never whole in memory."""
         from itertools import islice
 
-        from wantofight.annotate.video import iter_frames
+        from wantofight.video import iter_frames
 
         if rows is None:
             yield self.frames()[start:]

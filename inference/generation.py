@@ -168,13 +168,14 @@ def read_frames(path: str | Path) -> np.ndarray:
     """An image (PNG/JPEG...) or a video (MP4...) -> (T, h, w, 3) uint8."""
     import av
 
+    from wantofight.video import iter_frames
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     try:
-        with av.open(str(path)) as container:
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-    except (av.error.FFmpegError, ValueError) as err:
+        frames = list(iter_frames(path))
+    except (av.error.FFmpegError, ValueError, IndexError) as err:
         raise GenerationError(f"{path}: cannot read frames ({err})") from None
     if not frames:
         raise GenerationError(f"{path}: no frames")

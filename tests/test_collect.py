@@ -21,7 +21,7 @@ from wantofight.collect.game_registry import resolve_game
 from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import mask_of
 from wantofight.collect.replay import verify_episode
-from wantofight.video import VideoWriter, read_video
+from wantofight.video import VideoWriter, iter_frames, open_video, read_video
 
 runner = CliRunner()
 DUEL = resolve_game("duel").info
@@ -329,6 +329,10 @@ def test_video_is_lossless_against_the_emulator(recorded):
     frames = read_video(episode / "video.mp4")
     assert frames.shape[0] == 240 and frames.shape[3] == 3
     assert len(np.unique(frames[-1].reshape(-1, 3), axis=0)) > 4  # a real picture, not a flat screen
+    streamed = np.stack(list(iter_frames(episode / "video.mp4")))  # the other decoder (PyAV, in order)
+    assert np.array_equal(streamed, frames)
+    with open_video(episode / "video.mp4") as reader:  # decord's random access, rows out of order
+        assert np.array_equal(reader.get_batch([200, 3, 117]).asnumpy(), frames[[200, 3, 117]])
 
 
 def test_every_mp4_is_written_by_the_one_writer(tmp_path):

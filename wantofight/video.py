@@ -1,7 +1,14 @@
-"""Every MP4 the project writes and the recordings' reader: one writer (PyAV), one frame reader (decord).
+"""Every video the project writes and reads: one writer (PyAV), one random-access reader (decord) and
+one streaming reader (PyAV, which also reads images).
 
     writer = VideoWriter(path, fps, width, height)      # lossless RGB H.264, bit-exact; or preview_crf=
     frames = read_video(path)                           # (T, H, W, 3) uint8, from a file or MP4 bytes
+    with open_video(path) as reader: reader.get_batch(rows)   # chosen rows (the data loader, the benchmark)
+    for rgb in iter_frames(path): ...                   # in order, one at a time (bounded memory)
+
+Why two decoders: decord seeks to any row cheaply (training windows), PyAV streams a file of any length
+in order without holding it and reads single images too; both give the same pixels for the lossless
+recordings (tests/test_collect.py compares them on a recording).
 
 On the ground floor so that every room, from the recorder to inference, writes and reads video alike.
 """
@@ -83,6 +90,17 @@ def video_frame_count(video: Path) -> int:
             return int(container.streams.video[0].frames)
     except (av.error.FFmpegError, IndexError) as err:
         raise VideoError(f"{video.parent}: unreadable video.mp4 ({err})") from None
+
+
+def iter_frames(source: Path | bytes) -> Iterator[np.ndarray]:
+    """Every frame of a video (or image) file or of MP4 bytes in order, (H, W, 3) uint8 RGB, one at a time."""
+    import av
+
+    with av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source)) as container:
+        stream = container.streams.video[0]
+        stream.thread_count = 1
+        for frame in container.decode(stream):
+            yield frame.to_ndarray(format="rgb24")
 
 
 @contextmanager
