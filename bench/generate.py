@@ -19,7 +19,7 @@ import time
 import torch
 
 from wantofight.inference.generation import build_vae
-from wantofight.train.pruned_decoder import count_parameters, prune_decoder, with_decoder
+from wantofight.train.vae.pruned_decoder import count_parameters, prune_decoder, with_decoder
 from wantofight_model.generate import StreamingGenerator
 from wantofight_model.model import WanToFight
 from wantofight_model.presets import get_preset

@@ -114,7 +114,7 @@ def main() -> int:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile run")
     parser.add_argument("--pruned-keep", type=float, default=0.5,
                         help="also time the structurally pruned VAE decoder keeping this fraction of each residual "
-                             "block's hidden channels (train/pruned_decoder.py); 0 skips that row")
+                             "block's hidden channels (train/vae/pruned_decoder.py); 0 skips that row")
     parser.add_argument("--out", default="bench/results/gpu_stream.md")
     args = parser.parse_args()
 
@@ -142,7 +142,7 @@ def main() -> int:
     write_table(rows, args, config, device)
 
     if args.pruned_keep > 0:  # random weights cost what fine-tuned ones do: only the structure matters here
-        from wantofight.train.pruned_decoder import count_parameters, prune_decoder, with_decoder
+        from wantofight.train.vae.pruned_decoder import count_parameters, prune_decoder, with_decoder
 
         full_decoder = vae.autoencoder.decoder
         pruned, _ = prune_decoder(full_decoder, args.pruned_keep)

@@ -41,7 +41,7 @@ def psnr_table(vae_dir: Path, untrained: float) -> list[str]:
 @torch.no_grad()
 def speed(vaes: dict, size: tuple[int, int], repeats: int) -> dict[str, dict[str, float]]:
     """Median encode seconds of a (1, 3, 33, H, W) window and streaming-decode seconds per 8-frame chunk."""
-    from wantofight.train.pruned_decoder import decode_seconds_per_chunk
+    from wantofight.train.vae.pruned_decoder import decode_seconds_per_chunk
 
     frames = torch.rand(1, 3, 33, *size, generator=torch.Generator().manual_seed(0)) * 2 - 1
     times = {name: {"encode": [], "decode": []} for name in vaes}
@@ -74,7 +74,9 @@ def main() -> int:
     diffusers_logging.set_verbosity_error()  # "install accelerate" notes on every load
 
     from wantofight.datasets.clip_dataset import ClipDataset
-    from wantofight.train.game_vae import GAME_VAE, measure, parse_size, train_vae
+    from wantofight.train.vae.config import GAME_VAE, parse_size
+    from wantofight.train.vae.measure import measure
+    from wantofight.train.vae.trainer import train_vae
     from wantofight.inference.generation import build_vae
     from wantofight_model.config import VAEConfig
     from wantofight_model.presets import get_preset

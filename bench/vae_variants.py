@@ -40,7 +40,7 @@ def main() -> None:
     from wantofight.images import upscale, write_png
     from wantofight.datasets.clip_dataset import ClipDataset
     from wantofight.datasets.loader import frames_to_model
-    from wantofight.train.game_vae import psnr_8bit
+    from wantofight.train.vae.measure import psnr_8bit
     from wantofight_model.config import VAEConfig
     from wantofight_model.vae import WanVAE
 

@@ -3,7 +3,7 @@
     OUT/decoder.safetensors    the pruned decoder's weights
     OUT/pruned_decoder.json    format, hidden width of each residual block, kept channel indices, source VAE
 
-train/pruned_decoder.py prunes, fine-tunes and saves (its docstring says what is pruned and why);
+train/vae/pruned_decoder.py prunes, fine-tunes and saves (its docstring says what is pruned and why);
 this module rebuilds the smaller blocks on the VAE's own decoder and loads the weights into them.
 """
 

@@ -91,7 +91,7 @@ def test_one_vocabulary_steps_and_device_auto_on_every_command():
     (["train", "stage1"], "wantofight.train.run.run_stage"),
     (["train", "stage2", "--init-from", "s1"], "wantofight.train.run.run_stage"),
     (["train", "stage3", "--teacher", "s2"], "wantofight.train.stage3.train_stage3"),
-    (["train", "vae"], "wantofight.train.game_vae.train_vae"),
+    (["train", "vae"], "wantofight.train.vae.trainer.train_vae"),
 ], ids=lambda c: " ".join(c) if isinstance(c, list) else "")
 def test_steps_and_its_old_name_reach_the_trainer_alike_and_errors_name_what_was_typed(command, library, monkeypatch):
     import importlib

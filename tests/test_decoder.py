@@ -15,7 +15,7 @@ from model_helpers import one_torch_thread  # noqa: F401
 from wantofight.inference.decoder import load_pruned_decoder, residual_blocks
 from wantofight.inference.generation import build_vae
 from wantofight.train import generate_cli
-from wantofight.train.pruned_decoder import count_parameters, prune_decoder, save_pruned_decoder, with_decoder
+from wantofight.train.vae.pruned_decoder import count_parameters, prune_decoder, save_pruned_decoder, with_decoder
 from wantofight_model.presets import get_preset
 
 

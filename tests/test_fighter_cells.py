@@ -114,7 +114,7 @@ def test_the_fighter_rows_hold_every_fighter_and_leave_out_the_hud(recorded):
 
     from wantofight.benchmark.episodes import open_runs
     from wantofight.datasets.screen import band_mask, fighter_rows, game_info
-    from wantofight.train.game_vae import fighter_mask
+    from wantofight.train.vae.losses import fighter_mask
 
     _, (ep, *_) = open_runs([recorded(policy="scripted", p2_policy="random", episodes=1, max_frames=600, seed=3)])
     frames = ep.frames(np.arange(0, ep.rows, 2))  # (T, 224, 240, 3)

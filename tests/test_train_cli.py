@@ -126,7 +126,7 @@ def test_every_set_is_typed_by_its_field_through_every_command(tmp_path, monkeyp
     """One `--set` parser for stages 1-3, the VAE and the decoder: `1e-4` (a string to YAML 1.1) is the
     float the field declares, and a word for an integer field is one line naming the field and its type.
     The trainers are stopped as they are built, with the config they were given."""
-    from wantofight.train import pruned_decoder
+    from wantofight.train.vae import pruned_decoder
     from wantofight.train.trainer import Trainer, TrainError
 
     seen = {}

@@ -15,8 +15,11 @@ from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from wantofight.annotate.curriculum import BuildOptions, build_curriculum
 from wantofight.cli import app
 from wantofight.datasets.clip_dataset import ClipDataset
-from wantofight.train.game_vae import (Reconstruction, VAETrainConfig, VAETrainer, measure, psnr_8bit,
-                                       reconstruction_loss, staging_dir)
+from wantofight.outputs import staging_dir
+from wantofight.train.vae.config import VAETrainConfig
+from wantofight.train.vae.losses import Reconstruction, reconstruction_loss
+from wantofight.train.vae.measure import measure, psnr_8bit
+from wantofight.train.vae.trainer import VAETrainer
 from wantofight_model.presets import get_preset
 from wantofight_model.vae import WanVAE
 
@@ -98,7 +101,7 @@ class _Copy:
 def test_the_fighters_psnr_sees_fighters_the_whole_frame_psnr_hides(ds_dir):
     """A decoder that draws only the stage still scores a high PSNR over whole frames; the fighters' PSNR
     (pixels that differ from the stage picture) shows it drew no fighter."""
-    from wantofight.train.game_vae import fighter_mask, stage_picture
+    from wantofight.train.vae.losses import fighter_mask, stage_picture
 
     train = ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8")
     stage = stage_picture(train, 16, SIZE)
@@ -198,7 +201,8 @@ def test_the_fighter_weight_draws_the_fighters_better(ds_dir):
     """The same 60 steps on one batch of real frames, with `vae.fighter_weight` 0 and 20: the weighted
     run's fighters' PSNR (pixels that differ from the stage) is higher by more than 1.5 dB (measured 12.7 ->
     15.4). With the weight's loss term cut (fighters=None), the two runs are the same run and it fails."""
-    from wantofight.train.game_vae import db, fighter_mask, stage_picture, to_uint8
+    from wantofight.train.vae.losses import fighter_mask, stage_picture
+    from wantofight.train.vae.measure import db, to_uint8
 
     train = ClipDataset(ds_dir, "train", frames=9, size=SIZE)
     stage = stage_picture(ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8"), 16, SIZE)
@@ -347,8 +351,8 @@ def test_the_critic_tells_real_fighters_from_blurred_ones(ds_dir):
     (measured 0.0002), so the test fails."""
     from torch.nn import functional as F
 
-    from wantofight.train.fighter_critic import FighterCritic, critic_loss, fighter_cells, images
-    from wantofight.train.game_vae import fighter_mask, stage_picture
+    from wantofight.train.vae.critic import FighterCritic, critic_loss, fighter_cells, images
+    from wantofight.train.vae.losses import fighter_mask, stage_picture
 
     size = (64, 64)
     train = ClipDataset(ds_dir, "train", frames=9, size=size)
@@ -385,7 +389,7 @@ def test_ctrl_c_then_resume_with_the_critic_gives_the_same_run(ds_dir, tmp_path,
     critic loss and adaptive scale at every step and exports the same weights as the run never stopped.
     Ablation: with the critic's weights and optimiser left out of the checkpoint's restore (`load`), steps
     3-4 differ and the test fails."""
-    from wantofight.train import game_vae
+    from wantofight.train.vae import trainer as game_vae
 
     full = game_vae.train_vae(ds_dir, tmp_path / "full", size=SIZE, max_steps=4, sets=ADV_SETS, progress=False)
     assert full["steps"] == 4

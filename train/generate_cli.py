@@ -4,7 +4,7 @@
     generate_cli.register(app, train_cli.app)      # in wantofight/cli.py
 
 Each command builds its settings and calls the library function that the tests call
-(train/evaluate.py, train/stage2.py, train/stage3.py, train/pruned_decoder.py, train/game_vae.py);
+(train/evaluate.py, train/stage2.py, train/stage3.py, train/vae/pruned_decoder.py, train/vae/);
 heavy imports happen inside the commands so `wtf --help` stays instant. `wtf generate` is
 inference/cli.py's.
 """
@@ -137,14 +137,14 @@ def decoder_command(
     """Structured pruning of the Wan VAE decoder, fine-tuned against the full decoder and the frames."""
     from wantofight.inference.decoder import PruningError
     from wantofight.train.data import DataError
-    from wantofight.train.pruned_decoder import resolve_decoder_settings, train_decoder
+    from wantofight.train.vae.pruned_decoder import resolve_decoder_settings, train_decoder
 
     try:
         config = resolve_decoder_settings(set_, keep_ratio=keep, steps=steps, lr=lr, batch_size=batch_size,
                                           frames=frames, gt_weight=gt_weight)
         hw = None
         if size is not None:
-            from wantofight.train.game_vae import parse_size
+            from wantofight.train.vae.config import parse_size
 
             hw = parse_size(size)
         train_decoder(vae, data, out, config, preset, log=lambda m: console.print(m, highlight=False), size=hw,
@@ -172,7 +172,8 @@ def vae_command(
     from wantofight.train.data import DataError
     from wantofight.train.distributed import teardown
     from wantofight.devices import resolve_device
-    from wantofight.train.game_vae import parse_size, train_vae
+    from wantofight.train.vae.config import parse_size
+    from wantofight.train.vae.trainer import train_vae
     from wantofight.train.trainer import TrainError
 
     steps = step_count(steps, max_steps)

@@ -1,35 +1,14 @@
-"""A game-domain Wan VAE: diffusers' `AutoencoderKLWan` in a small config, trained on duel frames.
-
-    report = train_vae("data/curriculum", "runs/vae", size=(128, 128), max_steps=2000)
-    vae = WanVAE.from_pretrained("runs/vae")          # what --vae / model.vae.pretrained load
-
-The contract: VAE_DIR is a plain diffusers `AutoencoderKLWan` folder (`config.json` +
-`diffusion_pytorch_model.safetensors`) with the Wan layout (4x time, 8x space, causal, 16 latent
-channels), whose config's `latents_mean` / `latents_std` are measured on the training frames so that
-normalised latents have unit variance per channel, plus `report.json`. Nothing else in the code
-knows it was trained here: the DiT, `StreamingDecoder`, `wtf encode` and `wtf train decoder` take it
-as they take a Wan2.1 VAE. The folder appears complete or not at all (built beside it, renamed).
-
-`VAETrainer` is the shared trainer skeleton with the autoencoder as its network: `batch()` cuts a
-random `vae.clip_frames` run and `vae.crop` square from each data window, `loss()` is L1 (+ MSE) on
-pixels (+ `vae.fighter_weight` x MSE on the fighters' pixels) + an L1 on horizontal/vertical pixel
-differences (sprite edges) + a small KL (+ `vae.adv_weight` x an adversarial term from a patch critic on
-the fighters, which `step()` then updates: train/fighter_critic.py), `validate()` measures PSNR on fixed
-held-out windows.
-Checkpoints, Ctrl-C and `--resume` are the skeleton's; they live in the staging folder
-`.VAE_DIR.partial/` until the run ends. Settings: `--set vae.FIELD=VALUE` (below), the architecture
-`--set model.vae.base_dim=32`, the optimiser `--set optim.lr=...`.
-"""
+"""`VAETrainer` (the trainer skeleton with the autoencoder as its network) and `train_vae`, the library
+call behind `wtf train vae` (train/vae/__init__.py has the contract)."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
 import json
-import math
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -39,296 +18,11 @@ from wantofight import outputs
 from wantofight.inference import checkpoints
 from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its checkpoints there until complete
 from wantofight.train import checkpoint as ckpt
-from wantofight.train.config import ConfigError, TrainConfig, apply_sets, build_config, split_sets
+from wantofight.train.config import ConfigError, TrainConfig, split_sets
 from wantofight.train.trainer import StepStats, Trainer, TrainError
-
-REPORT_FORMAT = "wantofight-game-vae/1"
-EVAL_STEP = 0
-"""Step fed to the data windows of evaluation and statistics: the same windows every time."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Settings
-# ---------------------------------------------------------------------------------------------
-
-@dataclass
-class VAETrainConfig:
-    """How the VAE is trained and measured (`--set vae.FIELD=VALUE`); its size is `model.vae.*`."""
-
-    clip_frames: int = 9
-    """Frames per training sample, 1 + 4 k (a random run inside the data window of `data.frames`).
-    Trained on 5 frames, windows of 9 lost 3 dB to 5; trained on 9, a VAE drifts from the 10th frame on
-    (30 dB on frames 0-8, 10 dB by frame 32: docs/model.md), so a VAE for a model's windows is trained
-    on runs as long as them (`--set vae.clip_frames=33`), at 3.7x the cost per step."""
-    crop: int = 64
-    """Side of the random square crop trained on (0 = the whole frame). Every layer but the latent
-    attention is a convolution, so crops teach the same filters at a quarter of the cost per sample;
-    PSNR is always measured on whole frames."""
-    l1_weight: float = 0.0
-    """L1 on pixels in [-1, 1]."""
-    mse_weight: float = 1.0
-    """MSE on pixels: what PSNR measures, and the fastest of the pixel losses tried (docs/model.md)."""
-    edge_weight: float = 0.0
-    """L1 between the horizontal and vertical pixel differences of output and input (1-pixel sprite
-    outlines, HUD digits): a cheap stand-in for a perceptual loss (no LPIPS weights offline); off by
-    default, it did not raise PSNR in the comparison of docs/model.md."""
-    fighter_weight: float = 0.0
-    """Extra MSE weight on the pixels that differ from the stage picture (`fighter_mask`: the fighters,
-    the HUD's changing parts). They are about 2% of a 128x128 frame, so plain MSE is met by drawing the
-    stage well and the fighters as blobs (fighters' PSNR 15 dB beside 29 dB overall: docs/model.md);
-    with weight w each such pixel counts 1 + w times."""
-    adv_weight: float = 0.0
-    """Weight of an adversarial term on the fighters (train/fighter_critic.py): a patch critic, trained from
-    scratch beside the VAE, learns to tell the real frames' fighter cells from the reconstructions', and the
-    decoder is pushed towards what it calls real. MSE draws a pose it is unsure of as the average pose (a
-    blob the probe cannot read: docs/model.md); the critic penalises the blur itself. It multiplies an
-    adaptive scale (the pixel losses' gradient norm over this term's at the decoder's output layer, as in
-    VQGAN), so 0.1-1 is the useful range; 0 = off (no critic)."""
-    adv_start: int = 0
-    """Steps during which only the critic learns: the decoder gets the adversarial term from this step on,
-    once the critic can tell real from reconstructed."""
-    critic_lr: float = 2e-4
-    """The critic's AdamW learning rate (betas 0.5, 0.9, as GAN critics train), constant."""
-    kl_weight: float = 1e-6
-    """KL(posterior || N(0, I)), mean over latent elements: small, as in the Wan and SD VAEs, so the
-    posterior stays a distribution without costing reconstruction (at 32 dB the MSE is 2.5e-3; the KL
-    term stays near 1e-5)."""
-    sample_posterior: bool = True
-    """Decode a sample of the posterior (mean + std * noise), as the Wan and SD VAEs train; False decodes
-    its mean (a plain autoencoder with a KL term), which the single-frame experiments of docs/model.md used."""
-    eval_windows: int = 16
-    """Fixed windows (whole frames, `data.frames` long) per split for the PSNR of validation and report."""
-    stats_windows: int = 64
-    """Train windows whose latents give the per-channel `latents_mean` / `latents_std`."""
-
-    def __post_init__(self) -> None:
-        if self.clip_frames < 1 or (self.clip_frames - 1) % 4:
-            raise ConfigError(f"vae.clip_frames={self.clip_frames} must be 1 + 4 k (the Wan VAE's time grid)")
-        if self.crop < 0 or self.crop % 8:
-            raise ConfigError(f"vae.crop={self.crop} must be 0 (whole frames) or a multiple of 8")
-        weights = (self.l1_weight, self.mse_weight, self.edge_weight, self.kl_weight, self.fighter_weight,
-                   self.adv_weight)
-        if min(weights) < 0 or self.l1_weight + self.mse_weight == 0:
-            raise ConfigError(f"vae loss weights must be >= 0 with l1_weight or mse_weight > 0, got l1 "
-                              f"{self.l1_weight}, mse {self.mse_weight}, edge {self.edge_weight}, kl {self.kl_weight}, "
-                              f"fighter {self.fighter_weight}, adv {self.adv_weight}")
-        if self.adv_start < 0 or self.critic_lr <= 0:
-            raise ConfigError(f"vae.adv_start must be >= 0 and vae.critic_lr > 0, got {self.adv_start}, "
-                              f"{self.critic_lr}")
-        if not isinstance(self.sample_posterior, bool):
-            raise ConfigError(f"vae.sample_posterior={self.sample_posterior!r} must be true or false")
-        if self.eval_windows < 1 or self.stats_windows < 1:
-            raise ConfigError(f"vae.eval_windows and vae.stats_windows must be >= 1, got {self.eval_windows}, "
-                              f"{self.stats_windows}")
-
-
-GAME_VAE = {"base_dim": 8, "dim_mult": [1, 4, 4, 4], "num_res_blocks": 1, "temperal_downsample": [False, True, True]}
-"""The default architecture: 8 channels at full resolution, 32 below (the tiny preset's VAE has 16 and
-32). It learned as fast per step as the tiny VAE's and wider ones on duel frames and costs a third less
-per step, so it learns fastest per CPU second (docs/model.md)."""
-
-
-def default_config(size: tuple[int, int] = (128, 128)) -> TrainConfig:
-    """The run's `TrainConfig` before `--config` / `--set`: the tiny preset's model config carries the
-    size (`model.height/width`) and the architecture (`model.vae`); the DiT fields are unused."""
-    from wantofight.train.config import CheckpointConfig, DataConfig, OptimConfig, ValidationConfig
-
-    return TrainConfig(
-        stage="vae",
-        preset="tiny",
-        model={"height": size[0], "width": size[1], "vae": dict(GAME_VAE)},
-        max_steps=2000,
-        precision="auto",
-        optim=OptimConfig(lr=1e-3, betas=(0.9, 0.999), warmup_steps=50, schedule="cosine", min_lr_ratio=0.05,
-                          weight_decay=0.0, grad_clip=1.0),
-        # every tier: the VAE needs every picture, not a curriculum; full matches hold most of them.
-        # Windows of the DiT's length (the recipe's 33): training runs are `vae.clip_frames` inside them,
-        # validation reads them whole, so a VAE that drifts after its training runs shows it (last_psnr).
-        data=DataConfig(frames=33, batch_size=2, curriculum=[
-            {"until": None, "weights": {"full-match": 0.6, "single-action": 0.2, "dual-action": 0.2}}]),
-        ema_decay=0.0,  # the cosine decay does the averaging in a run this short
-        checkpoint=CheckpointConfig(every=250, keep_last=1),
-        validation=ValidationConfig(every=250, video=False),
-    )
-
-
-def resolve_vae_settings(sets, base: dict | None = None) -> VAETrainConfig:
-    """VAETrainConfig from the defaults (or a resumed run's saved ones) and `vae.*` assignments."""
-    data = apply_sets(VAETrainConfig, asdict(VAETrainConfig()) if base is None else dict(base), sets, "vae")
-    try:
-        return build_config(VAETrainConfig, data, "vae.")
-    except TypeError as err:
-        raise ConfigError(f"vae: {err}") from err
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """`128x128` -> (128, 128); a multiple of 16: 8x VAE downsampling times the DiT's 2x2 patches."""
-    try:
-        height, width = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise ConfigError(f"--size {text!r}: expected HEIGHTxWIDTH, e.g. 128x128") from None
-    if height < 16 or width < 16 or height % 16 or width % 16:
-        raise ConfigError(f"--size {text}: height and width must be multiples of 16 (the VAE downsamples 8x, "
-                          "the DiT patches its latents 2x2)")
-    return height, width
-
-
-# ---------------------------------------------------------------------------------------------
-# Losses and measures
-# ---------------------------------------------------------------------------------------------
-
-class Reconstruction(nn.Module):
-    """The training forward as one module (so DDP sees it): encode, sample the posterior, decode."""
-
-    def __init__(self, autoencoder: nn.Module):
-        super().__init__()
-        self.autoencoder = autoencoder
-
-    def forward(self, frames: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """frames (B, 3, T, H, W) in [-1, 1], noise (B, 16, F, H/8, W/8) -> (output frames, mean, logvar)."""
-        posterior = self.autoencoder.encode(frames).latent_dist
-        z = posterior.mean + posterior.std * noise.to(posterior.mean)
-        return self.autoencoder.decode(z).sample, posterior.mean, posterior.logvar
-
-
-def pixel_differences(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Vertical and horizontal neighbour differences of (B, C, T, H, W) frames."""
-    return x[..., 1:, :] - x[..., :-1, :], x[..., :, 1:] - x[..., :, :-1]
-
-
-def reconstruction_loss(out: torch.Tensor, frames: torch.Tensor, mean: torch.Tensor, logvar: torch.Tensor,
-                        s: VAETrainConfig, fighters: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-sample loss (B,): weighted L1, MSE, edge L1 and KL (module docstring), and with `fighters`
-    ((B, 1, T, H, W) `fighter_mask` of the frames) the extra MSE of `s.fighter_weight` on its pixels."""
-    diff = out.float() - frames.float()
-    loss = s.l1_weight * diff.abs().flatten(1).mean(1)
-    if s.mse_weight:
-        loss = loss + s.mse_weight * diff.square().flatten(1).mean(1)
-    if s.fighter_weight and fighters is not None:
-        loss = loss + s.fighter_weight * (diff.square() * fighters).flatten(1).mean(1)
-    if s.edge_weight:
-        for a, b in zip(pixel_differences(out.float()), pixel_differences(frames.float())):
-            loss = loss + s.edge_weight * (a - b).abs().flatten(1).mean(1)
-    if s.kl_weight:
-        mean, logvar = mean.float(), logvar.float()
-        kl = 0.5 * (mean.square() + logvar.exp() - 1.0 - logvar)
-        loss = loss + s.kl_weight * kl.flatten(1).mean(1)
-    return loss
-
-
-def db(squared: float, values: int) -> float:
-    """PSNR in dB of a sum of squared 8-bit errors over `values` values."""
-    from wantofight.fidelity import psnr_db
-
-    return psnr_db(squared / max(1, values), peak=255.0)
-
-
-def to_uint8(frames: torch.Tensor) -> torch.Tensor:
-    """[-1, 1] -> the 8-bit values a video file would hold."""
-    return ((frames.float().clamp(-1, 1) + 1) * 127.5).round()
-
-
-def psnr_8bit(a: torch.Tensor, b: torch.Tensor) -> float:
-    """PSNR in dB over 8-bit RGB (as bench/vae_recon.py) of frames in [-1, 1]."""
-    return db((to_uint8(a) - to_uint8(b)).square().sum().item(), a.numel())
-
-
-def eval_indices(n: int, count: int) -> list[int]:
-    """`count` clip indices spread evenly over a split of `n` clips (every tier, every episode)."""
-    count = min(n, count)
-    return sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)}) if n else []
-
-
-@torch.no_grad()
-def stage_picture(dataset, count: int, size: tuple[int, int]) -> torch.Tensor:
-    """The per-pixel median of the first frames of `count` fixed windows, (3, H, W) in [-1, 1]: the stage
-    without the fighters, who stand somewhere else in most of them."""
-    from wantofight.datasets.loader import frames_to_model
-
-    firsts = [frames_to_model(torch.as_tensor(dataset[(i, EVAL_STEP)]["frames"])[None, :1], size)[0, 0]
-              for i in eval_indices(len(dataset), count)]
-    return torch.stack(firsts).median(0).values
-
-
-def fighter_mask(frames: torch.Tensor, stage: torch.Tensor, rows: tuple[float, float] | None = None) -> torch.Tensor:
-    """(B, 1, T, H, W) 1 where (B, 3, T, H, W) frames differ from the stage picture, grown by one pixel so
-    their outlines count, on the rows the game's fighters can be drawn in (`rows`, fractions of the height,
-    datasets/screen.py `fighter_rows`; None: every row, the HUD's changing parts included)."""
-    from wantofight.datasets.screen import band_mask
-
-    differs = ((frames - stage[None, :, None]).abs().sum(1, keepdim=True) > 0.1).float()
-    grown = torch.nn.functional.max_pool3d(differs, (1, 3, 3), 1, (0, 1, 1))
-    return grown * band_mask(rows, frames.shape[3]).to(grown)[:, None]
-
-
-@torch.no_grad()
-def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2,
-            stage: torch.Tensor | None = None, done=None, rows: tuple[float, float] | None = None) -> dict:
-    """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
-    {"psnr": dB over 8-bit RGB, "windows", "latent_rms": RMS of the normalised latents}, and with a
-    `stage` picture (`stage_picture`) "fighters_psnr": dB over the pixels that differ from it only. The
-    stage is most of every frame, so PSNR alone can be high with no fighter drawn (docs/model.md).
-    "last_psnr": dB over each window's last 4 frames (its last latent frame), where a VAE trained on
-    windows shorter than these has drifted (docs/model.md). `done(n)` hears each batch of n windows."""
-    from wantofight.datasets.loader import frames_to_model
-
-    indices = eval_indices(len(dataset), count)
-    squared, pixels, z_sq, z_n, fg_squared, fg_values = 0.0, 0, 0.0, 0, 0.0, 0
-    last_squared, last_values = 0.0, 0
-    for start in range(0, len(indices), batch_size):
-        items = [dataset[(i, EVAL_STEP)] for i in indices[start:start + batch_size]]
-        frames = frames_to_model(torch.stack([torch.as_tensor(it["frames"]) for it in items]), size)
-        frames = frames.transpose(1, 2)  # (B, 3, T, H, W)
-        z = vae.encode(frames)
-        out = vae.decode(z)
-        errors = (to_uint8(out) - to_uint8(frames)).square()
-        squared += errors.sum().item()
-        pixels += frames.numel()
-        last_squared += errors[:, :, -4:].sum().item()
-        last_values += errors[:, :, -4:].numel()
-        if stage is not None:
-            mask = fighter_mask(frames.float(), stage.to(frames), rows)
-            fg_squared += (errors * mask).sum().item()
-            fg_values += int(mask.sum().item()) * 3
-        z_sq += z.float().square().sum().item()
-        z_n += z.numel()
-        if done is not None:
-            done(len(items))
-    result = {"psnr": db(squared, pixels), "last_psnr": db(last_squared, last_values), "windows": len(indices),
-              "latent_rms": math.sqrt(z_sq / max(1, z_n))}
-    if stage is not None:
-        result["fighters_psnr"] = db(fg_squared, fg_values)
-    return result
-
-
-@torch.no_grad()
-def latent_statistics(autoencoder: nn.Module, dataset, count: int, size: tuple[int, int],
-                      batch_size: int = 2, done=None) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of the posterior mode over `count` windows (Wan's latents_mean / _std);
-    `done(n)` hears each batch of n windows."""
-    from wantofight.datasets.loader import frames_to_model
-
-    total = total_sq = None
-    n = 0
-    indices = eval_indices(len(dataset), count)
-    for start in range(0, len(indices), batch_size):
-        items = [dataset[(i, EVAL_STEP)] for i in indices[start:start + batch_size]]
-        frames = frames_to_model(torch.stack([torch.as_tensor(it["frames"]) for it in items]), size)
-        z = autoencoder.encode(frames.transpose(1, 2)).latent_dist.mode().double()  # (B, 16, F, h, w)
-        z = z.transpose(0, 1).flatten(1)  # (16, B F h w)
-        total = z.sum(1) if total is None else total + z.sum(1)
-        total_sq = z.square().sum(1) if total_sq is None else total_sq + z.square().sum(1)
-        n += z.shape[1]
-        if done is not None:
-            done(len(items))
-    mean = total / n
-    std = (total_sq / n - mean.square()).clamp_min(1e-12).sqrt()
-    return [round(float(v), 6) for v in mean], [round(float(v), 6) for v in std]
-
-
-# ---------------------------------------------------------------------------------------------
-# The trainer
-# ---------------------------------------------------------------------------------------------
+from wantofight.train.vae.config import REPORT_FORMAT, VAETrainConfig, default_config, eval_indices, resolve_vae_settings
+from wantofight.train.vae.losses import Reconstruction, fighter_mask, reconstruction_loss, stage_picture
+from wantofight.train.vae.measure import latent_statistics, measure
 
 class VAETrainer(Trainer):
     """The skeleton with `Reconstruction(AutoencoderKLWan)` as its network (module docstring)."""
@@ -377,7 +71,7 @@ class VAETrainer(Trainer):
         self.critic = None
         if self.settings.adv_weight:
             from wantofight.train import distributed as dist_utils
-            from wantofight.train.fighter_critic import FighterCritic
+            from wantofight.train.vae.critic import FighterCritic
 
             self.critic = FighterCritic().to(self.device)
             self.critic_wrapped = dist_utils.wrap(self.critic, self.parallel, self.dist, self.bf16)
@@ -434,7 +128,7 @@ class VAETrainer(Trainer):
     def critic_step(self, seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> float:
         """One AdamW step of the critic over the step's micro-batches of (frames, reconstructions, fighters)."""
         from wantofight.train import distributed as dist_utils
-        from wantofight.train.fighter_critic import critic_loss, fighter_cells, images
+        from wantofight.train.vae.critic import critic_loss, fighter_cells, images
 
         self.critic_optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -475,8 +169,8 @@ class VAETrainer(Trainer):
     def adversarial_term(self, out: torch.Tensor, fighters: torch.Tensor, reconstruction: torch.Tensor,
                          step: int) -> torch.Tensor:
         """Per sample (B,): `adv_weight` x the adaptive scale x minus the critic's logit on the reconstructed
-        fighter cells (train/fighter_critic.py); 0 before `vae.adv_start`. The critic is not trained by it."""
-        from wantofight.train.fighter_critic import adaptive_scale, fighter_cells, generator_loss, images
+        fighter cells (train/vae/critic.py); 0 before `vae.adv_start`. The critic is not trained by it."""
+        from wantofight.train.vae.critic import adaptive_scale, fighter_cells, generator_loss, images
 
         self._adv_scale = 0.0
         if step < self.settings.adv_start:
@@ -671,7 +365,3 @@ def train_vae(data: str | Path, out: str | Path, size: tuple[int, int] = (128, 1
     trainer = VAETrainer(config, data, out, settings=settings, resume=resume, device=device, progress=progress,
                          datasets=datasets, overwrite=overwrite)
     return trainer.fit()
-
-
-__all__ = ["VAETrainConfig", "VAETrainer", "default_config", "train_vae", "parse_size", "measure",
-           "latent_statistics", "reconstruction_loss", "staging_dir"]
