@@ -98,3 +98,18 @@ def test_the_check_sees_the_benchmark_import_the_trainer(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert violations() == ["benchmark/sneaky.py:1 (benchmark, floor 5) imports wantofight.train.evaluate "
                             "(train, floor 5)"]
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists its packages one by one (the rooms install under `wantofight.`): a new
+    sub-folder with an __init__.py (train/vae/) must be listed, or a non-editable install lacks it."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, where = set(project["packages"]), project["package-dir"]
+    for name, folder in where.items():
+        for init in sorted((ROOT / folder).rglob("__init__.py")):
+            if "games" in init.relative_to(ROOT).parts:
+                continue
+            sub = init.parent.relative_to(ROOT / folder).parts
+            assert ".".join((name, *sub)) in listed, f"{init.parent.relative_to(ROOT)} is not in pyproject's packages"
