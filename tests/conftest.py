@@ -15,9 +15,11 @@ import pytest
 from wantofight.collect.run import RunSettings, collect
 
 
-# The longest test files, first: xdist hands files out in collection order, so the README's run (~10 min on
-# its own) starts at once instead of after everything else.
-FIRST = ("test_readme.py", "test_benchmark.py", "test_ray.py", "test_stage2.py", "test_train.py", "test_stage3.py")
+# The longest test files, first: xdist hands files out in collection order (pyproject's
+# --no-loadscope-reorder), so the README's run (~7 min on its own) starts at once instead of after
+# everything else. The LeRobot check builds its own venv on a fresh machine (~2.5 min).
+FIRST = ("test_readme.py", "test_benchmark.py", "test_ray.py", "test_stage2.py", "test_train.py", "test_stage3.py",
+         "test_export_lerobot.py", "test_vae_train.py")
 
 
 def pytest_collection_modifyitems(items):
