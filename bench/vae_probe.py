@@ -35,7 +35,7 @@ def main() -> None:
     from wantofight.benchmark.episodes import open_runs
     from wantofight.benchmark.probe import load_probe
     from wantofight.datasets.frames import resize_to_model, stretch_uint8
-    from wantofight.datasets.latent_cache import load_vae
+    from wantofight.datasets.encoders import load_vae
     from wantofight.inference.generation import to_uint8
 
     vae, probe = load_vae(str(args.vae))[0], load_probe(args.probe)

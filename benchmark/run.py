@@ -241,7 +241,7 @@ class Producer:
         from wantofight.inference.generation import to_uint8
 
         if self.loaded is None:
-            from wantofight.datasets.latent_cache import load_vae
+            from wantofight.datasets.encoders import load_vae
 
             self.loaded = load_vae(self.variant.vae)[0]
         frames = resize_to_model(real, real.shape[1:3]).transpose(0, 1)  # (3, T, H, W) in [-1, 1], the data path's

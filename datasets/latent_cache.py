@@ -6,6 +6,10 @@ SHA-256 of its weights, the CLIP encoder's, the window length and the model size
 ones `ClipDataset.cache_starts` gives: an action clip's centred window, back-to-back windows of a
 full-match clip. Latents are the VAE posterior's mode, normalised with the VAE config's
 `latents_mean` / `latents_std` (what the DiT trains on); they are stored as float32 bytes.
+
+Here: the cache's format (schema, shard writer), the plan (units of windows) and the local run.
+The encoders and the one call into the model are datasets/encoders.py; the Ray run is
+datasets/latent_ray.py.
 """
 
 from __future__ import annotations
@@ -14,15 +18,14 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from wantofight.datasets.clip_dataset import SPLITS, TIERS, ClipDataset, DatasetError, parse_tiers
+from wantofight.datasets.encoders import encode_batch, load_clip, load_vae
 from wantofight.devices import resolve_device
 from wantofight.interrupts import workers_ignore_ctrl_c
 from wantofight.progress import Progress
@@ -53,68 +56,10 @@ def latent_schema() -> pa.Schema:
 
 
 # ---------------------------------------------------------------------------------------------
-# Encoders
-
-
-def weights_sha256(module) -> str:
-    """SHA-256 over the state dict (names, dtypes, shapes, bytes) in name order."""
-    import torch
-
-    digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
-        digest.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return digest.hexdigest()
-
-
-def load_vae(spec: str, device: str = "cpu"):
-    """`tiny` (the tiny preset's VAE, random weights from seed 0: tests and CI) or a local Wan2.1
-    diffusers folder. Returns (WanVAE, description for the manifest)."""
-    import torch
-
-    from wantofight_model.presets import get_preset
-    from wantofight_model.vae import WanVAE
-
-    if spec == "tiny":
-        torch.manual_seed(0)
-        vae = WanVAE.from_config(get_preset("tiny").vae, device=device)
-    else:
-        vae = WanVAE.from_pretrained(spec, device=device)
-    vae.eval()
-    config = {k: v for k, v in dict(vae.autoencoder.config).items() if not k.startswith("_")}
-    info = {"spec": spec if spec == "tiny" else str(Path(spec).resolve()), "class": "AutoencoderKLWan",
-            "config": json.loads(json.dumps(config, default=list)), "sha256": weights_sha256(vae.autoencoder),
-            "normalised": "(z - latents_mean) / latents_std, posterior mode"}
-    return vae, info
-
-
-def load_clip(spec: str, model: str = "ViT-H-14", device: str = "cpu"):
-    """`tiny` (the tiny preset's CLIP tower, random weights from seed 0) or a local open_clip
-    checkpoint of architecture `model`. Returns (ReferenceEncoder, description)."""
-    import torch
-
-    from wantofight_model.player_association import ReferenceEncoder
-    from wantofight_model.presets import get_preset
-
-    if spec == "tiny":
-        config = get_preset("tiny")
-    else:
-        if not Path(spec).is_file():
-            raise FileNotFoundError(f"no open_clip checkpoint at {spec}")
-        config = get_preset("wan-1.3b", clip_model=model, clip_pretrained=str(Path(spec).resolve()))
-    torch.manual_seed(0)
-    encoder = ReferenceEncoder.from_config(config, device=device).eval()
-    info = {"spec": spec if spec == "tiny" else str(Path(spec).resolve()), "model": config.clip_model,
-            "image_size": config.clip_image_size, "sha256": weights_sha256(encoder.visual)}
-    return encoder, info
-
-
-# ---------------------------------------------------------------------------------------------
 # Encoding
 
 
-class _Windows:
+class Windows:
     """(unit, (clip index, start)) pairs as a map-style dataset for a DataLoader; a corrupt row comes
     back as its error message so the caller can fail or count it."""
 
@@ -236,10 +181,10 @@ def encode_items(items, split: str, vae, clip, device: str, batch_size: int, ski
             continue
         batch.append(item)
         if len(batch) == batch_size:
-            yield _encode_batch(batch, split, vae, clip, device)
+            yield encode_batch(batch, split, vae, clip, device)
             batch = []
     if batch:
-        yield _encode_batch(batch, split, vae, clip, device)
+        yield encode_batch(batch, split, vae, clip, device)
 
 
 def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None = None, frames: int = 161,
@@ -253,6 +198,7 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     is the same, byte for byte, as the local run's. An existing LATENT_DIR is refused, or with
     `overwrite` replaced once the new cache is complete."""
     from wantofight import outputs
+    from wantofight.datasets.latent_ray import missing_parts, open_encoders, ray_device
 
     final = Path(out)
     out = outputs.claim(final, overwrite, ours=lambda entry: entry.name.startswith(".parts-"))
@@ -287,6 +233,7 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
             vae_info, clip_info, ds_dir, workers, progress, warn) -> dict:
     import torch
 
+    from wantofight.datasets.latent_ray import encode_on_ray
     from wantofight.datasets.loader import seed_worker
 
     ds_dir, _, frames, size, ref_size, _, skip_corrupt, resize = dataset_args
@@ -326,7 +273,7 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
                     add(part.read().to_pylist())
             else:
                 windows = [(unit, w) for unit in units for w in unit.windows]
-                loader = torch.utils.data.DataLoader(_Windows(datasets, windows), batch_size=None,
+                loader = torch.utils.data.DataLoader(Windows(datasets, windows), batch_size=None,
                                                      num_workers=workers, worker_init_fn=seed_worker)
                 with workers_ignore_ctrl_c():  # decoding workers start here; Ctrl-C reaches this process only
                     items = iter(loader)
@@ -379,103 +326,3 @@ def encode_digest(vae_info: dict, clip_info: dict | None, dataset_args: tuple, b
     settings = [vae_info["sha256"], clip_info and clip_info["sha256"], [str(a) for a in dataset_args[1:]], batch_size,
                 source]
     return hashlib.sha1(json.dumps(settings).encode()).hexdigest()[:12]
-
-
-# ---------------------------------------------------------------------------------------------
-# On a Ray cluster: one VAE per actor, one part file per unit
-
-
-def ray_device(cluster, device: str) -> str:  # the cluster's twin of wantofight.devices.resolve_device
-    """`cpu` or `cuda` for the actors: each holds one GPU of its node when `cuda`; `auto` is `cuda` when
-    the cluster offers GPUs. `cuda:N` names a GPU of this machine, which a cluster's actors cannot."""
-    if device == "auto":
-        from wantofight.cluster import cluster_gpus, connect
-
-        connect(cluster)
-        return "cuda" if cluster_gpus() >= 1 else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"--device {device} with --ray: use cuda (one GPU per worker, as Ray assigns them), cpu or "
-                         "auto")
-    return device
-
-
-def open_encoders(dataset_args: tuple, models: tuple, device: str = "cpu"):
-    """An actor's state: the datasets, the encoders (on `device`: its own GPU for `cuda`) and the device."""
-    vae, clip, clip_model = models
-    return (open_datasets(*dataset_args), load_vae(vae, device)[0],
-            load_clip(clip, clip_model, device)[0] if clip else None, device)
-
-
-def encode_part(state, unit: Unit, batch_size: int, skip_corrupt: bool, parts_dir: Path) -> int:
-    """Encode one unit into `parts_dir/<tier>/<split>-NNNNN.parquet` (temporary name, then renamed; the
-    corrupt windows skipped go in its metadata). A part already there is kept. Returns the windows done."""
-    datasets, vae, clip, device = state
-    path = parts_dir / f"{unit.name}.parquet"
-    if path.is_file():
-        return len(unit.windows)
-    corrupt: list[str] = []
-    ds = datasets[unit.split]
-    items = (_Windows.load(ds, i, start) for i, start in unit.windows)
-    rows = [row for batch in encode_items(items, unit.split, vae, clip, device, batch_size, skip_corrupt,
-                                          corrupt.append) for row in batch]
-    schema = latent_schema()
-    schema = schema.with_metadata({**schema.metadata, b"wantofight.corrupt": json.dumps(corrupt).encode()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}-{socket.gethostname()}-{os.getpid()}.partial")
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp, compression="zstd")
-    os.replace(tmp, path)  # a retried unit writes the same bytes: either rename may win
-    return len(unit.windows)
-
-
-def missing_parts(units: list[Unit], parts_dir: Path) -> list[Unit]:
-    return [u for u in units if not (parts_dir / f"{u.name}.parquet").is_file()]
-
-
-def encode_on_ray(pool, units: list[Unit], skip_corrupt: bool, batch_size: int, parts_dir: Path, bar) -> None:
-    """Encode the units whose part is missing on the pool's actors (Ray Data, one VAE each). A run that
-    stops early keeps the parts finished; it leaves no folder that it made and left empty."""
-    from wantofight.cluster import say
-
-    todo = missing_parts(units, parts_dir)
-    bar.update(completed=sum(len(u.windows) for u in units) - sum(len(u.windows) for u in todo))
-    made = [d for d in (parts_dir.parent, parts_dir) if not d.exists()]
-    jobs = [(unit, batch_size, skip_corrupt, parts_dir) for unit in todo]
-    try:
-        for _, windows in pool.imap(encode_part, jobs, [u.name for u in todo]):
-            bar.advance(windows)
-    except BaseException:
-        for folder in reversed(made):
-            try:
-                folder.rmdir()
-            except OSError:  # not empty (a part was finished) or already gone
-                pass
-        raise
-    say(pool.summary("encode", len(todo), "units"))
-
-
-def _encode_batch(batch, split, vae, clip, device) -> list[dict]:
-    """Rows for a batch of ClipDataset items."""
-    import torch
-
-    frames = torch.stack([item["frames"] for item in batch]).to(device)  # (B, T, 3, H, W)
-    latents = vae.encode(frames.permute(0, 2, 1, 3, 4)).float().cpu()  # (B, 16, F, h, w)
-    refs = torch.stack([item["ref_images"] for item in batch])  # (B, 2, 3, r, r)
-    tokens = clip(refs.to(device)).float().cpu() if clip is not None else None  # (B, 2, N, C)
-    rows = []
-    for b, item in enumerate(batch):
-        keys = item["keys"].numpy()  # (T, 2, 16) back to masks
-        masks = (keys.astype(np.uint16) << np.arange(16, dtype=np.uint16)).sum(-1).astype(np.uint16)  # (T, 2)
-        ref_u8 = ((item["ref_images"].numpy() + 1.0) * 127.5).round().astype(np.uint8)
-        rows.append({
-            "clip_id": item["clip_id"], "tier": item["tier"], "split": split, "start": item["start"],
-            "frames": int(frames.shape[1]),
-            "latents": latents[b].numpy().tobytes(), "latent_shape": list(latents.shape[1:]),
-            "ref_tokens": tokens[b].numpy().tobytes() if tokens is not None else None,
-            "ref_tokens_shape": list(tokens.shape[1:]) if tokens is not None else None,
-            "ref_images": ref_u8.tobytes(), "ref_images_shape": list(ref_u8.shape),
-            "p1_keys": masks[:, 0].tolist(), "p2_keys": masks[:, 1].tolist(),
-            "p1_effective": item["effective"][:, 0].tolist(), "p2_effective": item["effective"][:, 1].tolist(),
-            "p1_action": [a[0] for a in item["actions"]], "p2_action": [a[1] for a in item["actions"]],
-            "padding": item["padding"].tolist(), "meta": json.dumps(item["meta"], sort_keys=True),
-        })  # fmt: skip
-    return rows

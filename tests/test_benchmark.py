@@ -404,7 +404,7 @@ def test_the_vae_baseline_scores_the_recorded_frames_through_the_vae(suite_dir, 
     """`--model vae --vae V`: each case's recorded frames, encoded and decoded by V (the ceiling of any model
     that decodes with V), scored like a model; results are kept per VAE weights."""
     from wantofight.benchmark.run import Producer, resized
-    from wantofight.datasets.latent_cache import load_vae
+    from wantofight.datasets.encoders import load_vae
 
     suite, probe = Suite(suite_dir), load_probe(probe_dir)
     variants = plan_variants(None, ["emulator", "vae"], baselines=False, vae="tiny")

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from datasets_helpers import masks, small_dataset
 from wantofight.cli import app
 from wantofight.datasets.clip_dataset import ClipDataset
-from wantofight.datasets.latent_cache import load_clip, load_vae
+from wantofight.datasets.encoders import load_clip, load_vae
 from wantofight.datasets.latent_dataset import LatentDataset
 from wantofight.datasets.loader import make_loader
 from wantofight.datasets.sampler import CurriculumSampler, CurriculumSchedule
