@@ -482,7 +482,7 @@ def test_a_case_scored_in_pieces_gives_the_figures_of_the_whole_case(suite_dir, 
         for rows in (None, 5):
             out = tmp_path / f"r{rows}"
             run_variant(suite, probe, v, out, loaded=loaded if v is ckpt else None, max_cases=1,
-                        scenarios={"static", "single-action"}, videos=0, piece_rows=rows)
+                        scenarios={"static", "dual-action"}, videos=0, piece_rows=rows)  # one case of each
             cases = sorted((out / "variants" / v.slug / "cases").glob("*.json"))
             scored[rows] = [{k: x for k, x in json.loads(p.read_text()).items() if k != "chunk_seconds"} for p in cases]
         assert scored[None] and scored[None] == scored[5], v.name
