@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -187,6 +187,46 @@ def encode_items(items, split: str, vae, clip, device: str, batch_size: int, ski
         yield encode_batch(batch, split, vae, clip, device)
 
 
+@dataclass(frozen=True)
+class Windowing:
+    """Which windows of DS_DIR are encoded and how they are cut: what a worker needs to open the same
+    datasets, and what names the part folder (with the weights)."""
+
+    ds_dir: Path
+    tiers: tuple[str, ...] | None
+    frames: int
+    size: tuple[int, int]
+    ref_size: int
+    exclude: object
+    skip_corrupt: bool
+    resize: str
+
+    def open(self) -> dict[str, ClipDataset]:
+        return {split: ClipDataset(self.ds_dir, split, self.tiers, self.frames, self.size, self.ref_size, self.exclude,
+                                   self.skip_corrupt, resize=self.resize) for split in SPLITS}
+
+
+@dataclass
+class EncodeRun:
+    """One `wtf encode` as `encode_dataset` set it up: the windows, the loaded encoders (and their
+    manifest entries), the units, where the parts go and the Ray pool (None: the local run)."""
+
+    windowing: Windowing
+    datasets: dict[str, ClipDataset]
+    models: tuple
+    """(vae, clip or None, device)."""
+    infos: tuple[dict, dict | None]
+    """The VAE's and CLIP's manifest entries."""
+    units: list[Unit]
+    parts_dir: Path
+    pool: object
+    batch_size: int
+    shard_size_mb: float
+    workers: int
+    progress: bool
+    warn: object
+
+
 def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None = None, frames: int = 161,
                    size: tuple[int, int] = (384, 512), ref_size: int = 224, tiers=None, batch_size: int = 1,
                    workers: int = 0, device: str = "cpu", exclude=None, skip_corrupt: bool = False,
@@ -209,36 +249,38 @@ def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None 
     device = ray_device(cluster, device) if cluster is not None else resolve_device(device)
     warn = warn or (lambda message: None)
     tiers = parse_tiers(tiers)
-    dataset_args = (ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize)
-    datasets = open_datasets(*dataset_args)
+    windowing = Windowing(ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize)
+    datasets = windowing.open()
     here = "cpu" if cluster is not None else device  # on a cluster the driver's copies only name the weights
     vae_model, vae_info = load_vae(vae, here)
     clip_model_, clip_info = load_clip(clip, clip_model, here) if clip else (None, None)
     units = plan_units(datasets, batch_size)
-    parts_dir = out / f".parts-{encode_digest(vae_info, clip_info, dataset_args, batch_size, ds_dir)}"
+    parts_dir = out / f".parts-{encode_digest(vae_info, clip_info, windowing, batch_size)}"
     pool = None
     if cluster is not None:  # Ray Data's actors, one VAE each; see wantofight.cluster_data
         from wantofight.cluster_data import DataPool
 
-        pool = DataPool(cluster, setup=open_encoders, setup_args=(dataset_args, (vae, clip, clip_model), device),
+        pool = DataPool(cluster, setup=open_encoders, setup_args=(windowing, (vae, clip, clip_model), device),
                         attempts_dir=parts_dir / ".attempts", warn=warn, gpus=1 if device == "cuda" else 0)
         pool.actors(len(missing_parts(units, parts_dir)))  # joins the cluster; no GPU there is an error now
-    manifest = _encode(datasets, units, out, parts_dir, pool, (vae_model, clip_model_, device), dataset_args,
-                       batch_size, shard_size_mb, vae_info, clip_info, ds_dir, workers, progress, warn)
+    run = EncodeRun(windowing, datasets, (vae_model, clip_model_, device), (vae_info, clip_info), units, parts_dir,
+                    pool, batch_size, shard_size_mb, workers, progress, warn)
+    manifest = _encode(run, out)
     outputs.swap_in(out, final)
     return manifest
 
 
-def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_args, batch_size, shard_size_mb,
-            vae_info, clip_info, ds_dir, workers, progress, warn) -> dict:
+def _encode(run: EncodeRun, out: Path) -> dict:
+    """Encode `run` into `out` (the parts first on a Ray pool) and write its manifest last."""
     import torch
 
     from wantofight.datasets.latent_ray import encode_on_ray
     from wantofight.datasets.loader import seed_worker
 
-    ds_dir, _, frames, size, ref_size, _, skip_corrupt, resize = dataset_args
-    vae_model, clip_model_, device = models
-    shard_bytes = int(shard_size_mb * 2**20)
+    win = run.windowing
+    datasets, units, parts_dir, pool, warn = run.datasets, run.units, run.parts_dir, run.pool, run.warn
+    vae_model, clip_model_, device = run.models
+    shard_bytes = int(run.shard_size_mb * 2**20)
     writers: dict[tuple[str, str], _ShardWriter] = {}
     counts = {t: {s: 0 for s in SPLITS} for t in TIERS}
     corrupt: list[str] = []
@@ -259,9 +301,9 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
         warn(f"skipping corrupt clip: {message}")
 
     total = sum(len(u.windows) for u in units)
-    with Progress("encode", total, "windows", enabled=progress, transient=True) as bar:
+    with Progress("encode", total, "windows", enabled=run.progress, transient=True) as bar:
         if pool is not None:  # every part first: the cache in `out` is untouched until the last is there
-            encode_on_ray(pool, units, skip_corrupt, batch_size, parts_dir, bar)
+            encode_on_ray(pool, units, win.skip_corrupt, run.batch_size, parts_dir, bar)
         out.mkdir(parents=True, exist_ok=True)
         (out / "manifest.json").unlink(missing_ok=True)  # the directory is incomplete until the new one lands
         try:
@@ -274,14 +316,14 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
             else:
                 windows = [(unit, w) for unit in units for w in unit.windows]
                 loader = torch.utils.data.DataLoader(Windows(datasets, windows), batch_size=None,
-                                                     num_workers=workers, worker_init_fn=seed_worker)
+                                                     num_workers=run.workers, worker_init_fn=seed_worker)
                 with workers_ignore_ctrl_c():  # decoding workers start here; Ctrl-C reaches this process only
                     items = iter(loader)
                 done = 0
                 for unit in units:
                     mine = (next(items) for _ in unit.windows)
-                    for rows in encode_items(mine, unit.split, vae_model, clip_model_, device, batch_size,
-                                             skip_corrupt, skipped):
+                    for rows in encode_items(mine, unit.split, vae_model, clip_model_, device, run.batch_size,
+                                             win.skip_corrupt, skipped):
                         add(rows)
                         bar.advance(len(rows))
                     done += len(unit.windows)
@@ -295,15 +337,16 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
     for stale in out.glob("*/*.parquet"):
         if str(stale.relative_to(out)) not in written:
             stale.unlink()
-    source_manifest = (Path(ds_dir) / "manifest.json").read_bytes()
+    source_manifest = (Path(win.ds_dir) / "manifest.json").read_bytes()
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "source": {"ds_dir": str(Path(ds_dir).resolve()), "manifest_sha1": hashlib.sha1(source_manifest).hexdigest(),
+        "source": {"ds_dir": str(Path(win.ds_dir).resolve()),
+                   "manifest_sha1": hashlib.sha1(source_manifest).hexdigest(),
                    "build_options": json.loads(source_manifest).get("build_options")},
-        "frames": frames, "latent_frames": 1 + (frames - 1) // 4, "size": list(size), "resize": resize,
-        "ref_size": ref_size, "latent_shape": latent_shape, "windows": "action clips: the centred window; "
+        "frames": win.frames, "latent_frames": 1 + (win.frames - 1) // 4, "size": list(win.size), "resize": win.resize,
+        "ref_size": win.ref_size, "latent_shape": latent_shape, "windows": "action clips: the centred window; "
         "full-match clips: back-to-back windows from row 0",
-        "vae": vae_info, "clip": clip_info,
+        "vae": run.infos[0], "clip": run.infos[1],
         "counts": {t: c for t, c in counts.items() if sum(c.values())},
         "excluded": sum(ds.stats["excluded"] for ds in datasets.values()),
         "corrupt_skipped": corrupt, "shards": sorted(shards, key=lambda s: (TIERS.index(s["tier"]), s["file"])),
@@ -315,14 +358,9 @@ def _encode(datasets, units, out: Path, parts_dir: Path, pool, models, dataset_a
     return manifest
 
 
-def open_datasets(ds_dir, tiers, frames, size, ref_size, exclude, skip_corrupt, resize) -> dict[str, ClipDataset]:
-    return {split: ClipDataset(ds_dir, split, tiers, frames, size, ref_size, exclude, skip_corrupt, resize=resize)
-            for split in SPLITS}
-
-
-def encode_digest(vae_info: dict, clip_info: dict | None, dataset_args: tuple, batch_size: int, ds_dir) -> str:
+def encode_digest(vae_info: dict, clip_info: dict | None, windowing: Windowing, batch_size: int) -> str:
     """Names the part folder: parts of a run with other weights, data or windows are never reused."""
-    source = hashlib.sha1((Path(ds_dir) / "manifest.json").read_bytes()).hexdigest()
-    settings = [vae_info["sha256"], clip_info and clip_info["sha256"], [str(a) for a in dataset_args[1:]], batch_size,
-                source]
+    source = hashlib.sha1((Path(windowing.ds_dir) / "manifest.json").read_bytes()).hexdigest()
+    settings = [vae_info["sha256"], clip_info and clip_info["sha256"], [str(a) for a in astuple(windowing)[1:]],
+                batch_size, source]
     return hashlib.sha1(json.dumps(settings).encode()).hexdigest()[:12]

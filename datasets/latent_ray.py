@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from wantofight.datasets.encoders import load_clip, load_vae
-from wantofight.datasets.latent_cache import TMP_PREFIX, Unit, Windows, encode_items, latent_schema, open_datasets
+from wantofight.datasets.latent_cache import TMP_PREFIX, Unit, Windows, encode_items, latent_schema
 
 
 def ray_device(cluster, device: str) -> str:  # the cluster's twin of wantofight.devices.resolve_device
@@ -31,10 +31,10 @@ def ray_device(cluster, device: str) -> str:  # the cluster's twin of wantofight
     return device
 
 
-def open_encoders(dataset_args: tuple, models: tuple, device: str = "cpu"):
+def open_encoders(windowing, models: tuple, device: str = "cpu"):
     """An actor's state: the datasets, the encoders (on `device`: its own GPU for `cuda`) and the device."""
     vae, clip, clip_model = models
-    return (open_datasets(*dataset_args), load_vae(vae, device)[0],
+    return (windowing.open(), load_vae(vae, device)[0],
             load_clip(clip, clip_model, device)[0] if clip else None, device)
 
 

@@ -68,7 +68,8 @@ def fighter_rows_of(dataset, count: int = 8) -> tuple[float, float] | None:
     """`fighter_rows` of the games of `count` items spread over a ClipDataset or LatentDataset (their
     `meta["game"]`); the band that covers them all, None if any game has none or the dataset is empty."""
     n = len(dataset)
-    games = {dataset[(round(i * (n - 1) / max(1, count - 1)), 0)].get("meta", {}).get("game") for i in range(min(n, count))}
+    picks = {round(i * (n - 1) / max(1, count - 1)) for i in range(min(n, count))}
+    games = {dataset[(i, 0)].get("meta", {}).get("game") for i in picks}
     bands = [fighter_rows(g) for g in games]
     if not bands or any(b is None for b in bands):
         return None

@@ -1,4 +1,5 @@
-"""The game VAE's training, in one folder: a game-domain Wan VAE: diffusers' `AutoencoderKLWan` in a small config, trained on duel frames.
+"""The game VAE's training, in one folder: a game-domain Wan VAE, diffusers' `AutoencoderKLWan` in a small
+config, trained on duel frames.
 
     report = train_vae("data/curriculum", "runs/vae", size=(128, 128), max_steps=2000)
     vae = WanVAE.from_pretrained("runs/vae")          # what --vae / model.vae.pretrained load

@@ -35,9 +35,9 @@ class VAETrainConfig:
     default, it did not raise PSNR in the comparison of docs/model.md."""
     fighter_weight: float = 0.0
     """Extra MSE weight on the pixels that differ from the stage picture inside the game's fighter rows
-    (`fighter_mask`: the fighters, not the HUD; docs/contracts.md). They are about 2% of a 128x128 frame, so plain MSE is met by drawing the
-    stage well and the fighters as blobs (fighters' PSNR 15 dB beside 29 dB overall: docs/model.md);
-    with weight w each such pixel counts 1 + w times."""
+    (`fighter_mask`: the fighters, not the HUD; docs/contracts.md). They are about 2% of a 128x128 frame,
+    so plain MSE is met by drawing the stage well and the fighters as blobs (fighters' PSNR 15 dB beside
+    29 dB overall: docs/model.md); with weight w each such pixel counts 1 + w times."""
     adv_weight: float = 0.0
     """Weight of an adversarial term on the fighters (train/vae/critic.py): a patch critic, trained from
     scratch beside the VAE, learns to tell the real frames' fighter cells from the reconstructions', and the

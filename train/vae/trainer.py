@@ -20,7 +20,8 @@ from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its check
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, TrainConfig, split_sets
 from wantofight.train.trainer import StepStats, Trainer, TrainError
-from wantofight.train.vae.config import REPORT_FORMAT, VAETrainConfig, default_config, eval_indices, resolve_vae_settings
+from wantofight.train.vae.config import (REPORT_FORMAT, VAETrainConfig, default_config, eval_indices,
+                                         resolve_vae_settings)
 from wantofight.train.vae.losses import Reconstruction, fighter_mask, reconstruction_loss, stage_picture
 from wantofight.train.vae.measure import latent_statistics, measure
 
@@ -154,8 +155,8 @@ class VAETrainer(Trainer):
         B, _, T, H, W = frames.shape
         shape = (self.model_config.vae.z_dim, 1 + (T - 1) // 4, H // 8, W // 8)
         if self.settings.sample_posterior:
-            noise = torch.stack([torch.randn(shape, generator=self.noise_generator(step, micro, self.global_index(b, B)),
-                                             device=self.device) for b in range(B)])
+            gens = [self.noise_generator(step, micro, self.global_index(b, B)) for b in range(B)]
+            noise = torch.stack([torch.randn(shape, generator=g, device=self.device) for g in gens])
         else:  # the posterior mean: mean + std * 0
             noise = torch.zeros((B, *shape), device=self.device)
         with self.autocast():
