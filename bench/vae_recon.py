@@ -22,6 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from wantofight.fidelity import eight_bit
+
 
 def read_frames(path: Path, limit: int) -> np.ndarray:
     """(T, H, W, 3) uint8."""
@@ -89,7 +91,7 @@ def main() -> int:
         clip = video[:, c * args.clip_frames:(c + 1) * args.clip_frames]  # (3, T, H, W)
         x = (clip[None] / 127.5 - 1).to(args.device)  # (1, 3, T, H, W) in [-1, 1]
         recon = vae.decode(vae.encode(x)).float().cpu()[0]
-        recon = ((recon.clamp(-1, 1) + 1) * 127.5).round()
+        recon = eight_bit(recon)
         for t in range(clip.shape[1]):
             value = psnr(recon[:, t], clip[:, t])
             per_frame.append(value)

@@ -323,7 +323,9 @@ def true_latent_chunks(encoder, pieces: Iterable[np.ndarray], config: ModelConfi
 
 def to_uint8(frames: torch.Tensor) -> np.ndarray:
     """(3, T, H, W) in [-1, 1] -> (T, H, W, 3) uint8."""
-    return ((frames.clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(1, 2, 3, 0).cpu().numpy()
+    from wantofight.fidelity import eight_bit
+
+    return eight_bit(frames).to(torch.uint8).permute(1, 2, 3, 0).cpu().numpy()
 
 
 class Mp4Writer:

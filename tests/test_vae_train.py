@@ -202,7 +202,8 @@ def test_the_fighter_weight_draws_the_fighters_better(ds_dir):
     run's fighters' PSNR (pixels that differ from the stage) is higher by more than 1.5 dB (measured 12.7 ->
     15.4). With the weight's loss term cut (fighters=None), the two runs are the same run and it fails."""
     from wantofight.train.vae.losses import fighter_mask, stage_picture
-    from wantofight.train.vae.measure import db, to_uint8
+    from wantofight.fidelity import eight_bit
+    from wantofight.train.vae.measure import db
 
     train = ClipDataset(ds_dir, "train", frames=9, size=SIZE)
     stage = stage_picture(ClipDataset(ds_dir, "train", frames=9, size=SIZE, pixels="uint8"), 16, SIZE)
@@ -226,7 +227,7 @@ def test_the_fighter_weight_draws_the_fighters_better(ds_dir):
             optimizer.step()
         with torch.no_grad():
             out = vae.decode(vae.encode(frames))
-        errors = (to_uint8(out) - to_uint8(frames)).square() * fighters  # as `measure` scores fighters' PSNR
+        errors = (eight_bit(out) - eight_bit(frames)).square() * fighters  # as `measure` scores fighters' PSNR
         return db(errors.sum().item(), int(fighters.sum().item()) * 3)
 
     plain, weighted = fighters_psnr(0.0), fighters_psnr(20.0)

@@ -94,6 +94,12 @@ def load_alexnet_features(trunk: torch.nn.Module, state: dict) -> None:
     trunk.load_state_dict(mapped, strict=True)
 
 
+def eight_bit(frames: torch.Tensor) -> torch.Tensor:
+    """Frames in [-1, 1] -> the 8-bit values a video file would hold, as floats (0..255, rounded): what
+    every PSNR "over 8-bit RGB" compares, and what `inference.generation.to_uint8` writes."""
+    return ((frames.float().clamp(-1, 1) + 1) * 127.5).round()
+
+
 def psnr_db(mse, peak: float = 1.0, cap: float | None = None):
     """PSNR in dB of a mean squared error (a number or an array) on pixels whose range is `peak` (1 for
     [0, 1], 2 for [-1, 1], 255 for 8-bit): inf where it is 0, or at most `cap`. The project's one PSNR."""

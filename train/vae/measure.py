@@ -8,6 +8,7 @@ import math
 import torch
 from torch import nn
 
+from wantofight.fidelity import eight_bit
 from wantofight.train.vae.config import EVAL_STEP, eval_indices
 from wantofight.train.vae.losses import fighter_mask
 
@@ -18,14 +19,9 @@ def db(squared: float, values: int) -> float:
     return psnr_db(squared / max(1, values), peak=255.0)
 
 
-def to_uint8(frames: torch.Tensor) -> torch.Tensor:
-    """[-1, 1] -> the 8-bit values a video file would hold."""
-    return ((frames.float().clamp(-1, 1) + 1) * 127.5).round()
-
-
 def psnr_8bit(a: torch.Tensor, b: torch.Tensor) -> float:
     """PSNR in dB over 8-bit RGB (as bench/vae_recon.py) of frames in [-1, 1]."""
-    return db((to_uint8(a) - to_uint8(b)).square().sum().item(), a.numel())
+    return db((eight_bit(a) - eight_bit(b)).square().sum().item(), a.numel())
 
 
 @torch.no_grad()
@@ -48,7 +44,7 @@ def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2
         frames = frames.transpose(1, 2)  # (B, 3, T, H, W)
         z = vae.encode(frames)
         out = vae.decode(z)
-        errors = (to_uint8(out) - to_uint8(frames)).square()
+        errors = (eight_bit(out) - eight_bit(frames)).square()
         squared += errors.sum().item()
         pixels += frames.numel()
         last_squared += errors[:, :, -4:].sum().item()
