@@ -62,9 +62,6 @@ class Field:
     def is_number(self) -> bool:
         return self.step > 0
 
-    def to_bins(self, values: np.ndarray) -> np.ndarray:
-        return np.clip(np.rint(values / self.step), 0, self.classes - 1).astype(np.int64)
-
 
 def fields_for(rules: GameRules, health_max: int) -> tuple[Field, ...]:
     """The probe's fields for a game: x and y in 2-px bins over the 256 x 240 NES picture, health in
