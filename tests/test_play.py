@@ -111,24 +111,43 @@ def test_pause_holds_the_row_until_pressed_again_and_escape_quits(window):
 # Sessions under Xvfb, driven by X key events
 
 
+XVFB: dict[str, tuple[subprocess.Popen, Path]] = {}
+"""The running Xvfb of each display name, and its log."""
+
+
 @pytest.fixture(scope="module")
-def display():
-    """A private Xvfb server; its display name."""
+def display(tmp_path_factory):
+    """A private Xvfb server in a session of its own (no signal to the test's process group reaches it);
+    its display name."""
     for tool in ("Xvfb", "xdotool"):
         if not shutil.which(tool):
             pytest.fail(f"the play tests need {tool}: apt-get install -y xvfb xdotool")
+    log = tmp_path_factory.mktemp("xvfb") / "xvfb.log"
     read, write = os.pipe()
-    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
-                              pass_fds=(write,), stderr=subprocess.DEVNULL)
+    with log.open("w") as err:
+        server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x1024x24", "-nolisten",
+                                   "tcp"], pass_fds=(write,), stderr=err, start_new_session=True)
     os.close(write)
     with os.fdopen(read) as pipe:
-        number = pipe.readline().strip()
-    yield f":{number}"
+        name = f":{pipe.readline().strip()}"
+    XVFB[name] = (server, log)
+    yield name
+    del XVFB[name]
     server.terminate()
     server.wait(timeout=10)
 
 
+def check_display(display: str) -> None:
+    """The X server is alive and answers, or the test fails saying so (not as a window that did not open)."""
+    server, log = XVFB[display]
+    assert server.poll() is None, f"Xvfb {display} exited ({server.returncode}): {log.read_text()[-2000:]}"
+    probe = subprocess.run(["xdotool", "getmouselocation"], env={**os.environ, "DISPLAY": display},
+                           capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0, f"Xvfb {display} does not answer ({probe.stderr.strip()}): {log.read_text()[-2000:]}"
+
+
 def start_play(display: str, *args: str) -> subprocess.Popen:
+    check_display(display)
     env = {**os.environ, "DISPLAY": display}
     env.pop("WAYLAND_DISPLAY", None)
     return subprocess.Popen([sys.executable, "-m", "wantofight.cli", "play", *args], stdout=subprocess.PIPE,
@@ -292,6 +311,7 @@ def model_session(display: str, monkeypatch, settings, player, seconds: float = 
 
     from wantofight.play import model
 
+    check_display(display)
     monkeypatch.setenv("DISPLAY", display)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
