@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from wantofight.datasets import frames as fr
 from wantofight.datasets.exclude import load_excludes
 from wantofight.datasets.screen import screen_offsets
+from wantofight.key_layout import masks_to_array
 
 TIERS = ("single-action", "dual-action", "full-match")
 PADDED_TIERS = ("single-action", "dual-action")
@@ -283,7 +284,7 @@ class ClipDataset:
         effective = np.stack([np.asarray(row["p1_effective"], bool)[rows], np.asarray(row["p2_effective"], bool)[rows]], 1)
         return {
             "frames": fr.resize_to_model(pixels, self.size, self.resize) if self.pixels == "float" else fr.planar(pixels),
-            "keys": torch.from_numpy(fr.key_bits(keys)),
+            "keys": torch.from_numpy(masks_to_array(keys)),
             "effective": torch.from_numpy(effective),
             "actions": [(row["p1_action"][r], row["p2_action"][r]) for r in rows],
             "padding": torch.from_numpy(padding),

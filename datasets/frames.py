@@ -156,17 +156,6 @@ def resize_to_model(frames: np.ndarray, size: tuple[int, int], mode: str = "stre
 
 
 # ---------------------------------------------------------------------------------------------
-# Keys
-
-
-def key_bits(masks: np.ndarray) -> np.ndarray:
-    """uint16 masks (...,) -> float32 (..., 16), bit i = slot i (docs/contracts.md)."""
-    from wantofight.key_layout import masks_to_array
-
-    return masks_to_array(masks)
-
-
-# ---------------------------------------------------------------------------------------------
 # Reference images
 
 

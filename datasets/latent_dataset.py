@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.datasets import frames as fr
 from wantofight.datasets.clip_dataset import (SPLITS, TIERS, DatasetError, RowGroupReader, parse_tiers,
                                               row_groups)
 from wantofight.datasets.exclude import load_excludes
 from wantofight.datasets.latent_cache import FORMAT, FORMAT_VERSION
+from wantofight.key_layout import masks_to_array
 
 ITEM_COLUMNS = ["clip_id", "tier", "start", "latents", "latent_shape", "ref_tokens", "ref_tokens_shape",
                 "ref_images", "ref_images_shape", "p1_keys", "p2_keys", "p1_effective", "p2_effective",
@@ -87,7 +87,7 @@ class LatentDataset:
             raise DatasetError(f"{self.paths[shard]} row group {group} row {row_in_group} (clip {clip_id}): {err}") from None
         item = {
             "latents": torch.from_numpy(latents.copy()),
-            "keys": torch.from_numpy(fr.key_bits(keys)),
+            "keys": torch.from_numpy(masks_to_array(keys)),
             "effective": torch.from_numpy(effective),
             "actions": list(zip(row["p1_action"], row["p2_action"])),
             "padding": torch.tensor(row["padding"], dtype=torch.bool),

@@ -227,3 +227,11 @@ class CurriculumSampler:
             raise ValueError(f"sampler state has seed {state.get('seed')}, this sampler {self.seed}: "
                              "a different seed is a different data order")
         self.seek(int(state["step"]))
+
+
+def eval_indices(n: int, count: int) -> list[int]:
+    """`count` clip indices spread evenly over a split of `n` clips (every tier, every episode): the fixed
+    windows that measures read (the stage picture and latent, validation PSNR, the game's fighter rows),
+    never a training batch."""
+    count = min(n, count)
+    return sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)}) if n else []

@@ -1,5 +1,5 @@
 """Where a built-in game's recorded picture sits in its own coordinates, and which of its rows the fighters
-can be drawn in, read from the game's game.json (docs/contracts.md, "Screen"):
+can be drawn in, read from the game's game.json (docs/contracts.md, "Screen and fighter rows"):
 
     crop_top, crop_left = screen_offsets("duel")  # (8, 8): fceumm cuts 8 lines and 8 columns
     top, bottom = fighter_rows("duel")            # (0.47, 0.83): fractions of the picture's height
@@ -7,7 +7,7 @@ can be drawn in, read from the game's game.json (docs/contracts.md, "Screen"):
 The fighters stand on `ground_y` and rise at most `jump.height` above it; the tallest `boxes.sprite`
 stands that much higher again. Rows outside that band hold the HUD (health bars, timer) and the sky:
 what changes there is never a fighter, so the losses that weight the fighters' pixels or latent cells
-(train/fighter_cells.py, train/game_vae.py `fighter_mask`) leave them out. A game without those fields
+(train/fighter_cells.py, train/vae/losses.py `fighter_mask`) leave them out. A game without those fields
 (an imported game) gets None: the whole picture.
 """
 
@@ -67,9 +67,9 @@ def band_mask(rows: tuple[float, float] | None, height: int):
 def fighter_rows_of(dataset, count: int = 8) -> tuple[float, float] | None:
     """`fighter_rows` of the games of `count` items spread over a ClipDataset or LatentDataset (their
     `meta["game"]`); the band that covers them all, None if any game has none or the dataset is empty."""
-    n = len(dataset)
-    picks = {round(i * (n - 1) / max(1, count - 1)) for i in range(min(n, count))}
-    games = {dataset[(i, 0)].get("meta", {}).get("game") for i in picks}
+    from wantofight.datasets.sampler import eval_indices
+
+    games = {dataset[(i, 0)].get("meta", {}).get("game") for i in eval_indices(len(dataset), count)}
     bands = [fighter_rows(g) for g in games]
     if not bands or any(b is None for b in bands):
         return None

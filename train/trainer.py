@@ -362,7 +362,7 @@ class Trainer:
     def stage_latent(self, count: int = 64) -> torch.Tensor:
         """(C, F, h, w) stage latent of `count` train windows spread over the split (clips are encoded)."""
         from wantofight.train.fighter_cells import stage_latent
-        from wantofight.train.vae.config import eval_indices
+        from wantofight.datasets.sampler import eval_indices
 
         dataset, latents = self.datasets["train"], []
         for i in eval_indices(len(dataset), count):

@@ -133,8 +133,3 @@ def parse_size(text: str) -> tuple[int, int]:
                           "the DiT patches its latents 2x2)")
     return height, width
 
-
-def eval_indices(n: int, count: int) -> list[int]:
-    """`count` clip indices spread evenly over a split of `n` clips (every tier, every episode)."""
-    count = min(n, count)
-    return sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(count)}) if n else []

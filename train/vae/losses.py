@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from wantofight.train.vae.config import EVAL_STEP, VAETrainConfig, eval_indices
+from wantofight.datasets.sampler import eval_indices
+from wantofight.train.vae.config import EVAL_STEP, VAETrainConfig
 
 class Reconstruction(nn.Module):
     """The training forward as one module (so DDP sees it): encode, sample the posterior, decode."""

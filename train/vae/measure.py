@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from wantofight.fidelity import eight_bit
-from wantofight.train.vae.config import EVAL_STEP, eval_indices
+from wantofight.datasets.sampler import eval_indices
+from wantofight.train.vae.config import EVAL_STEP
 from wantofight.train.vae.losses import fighter_mask
 
 def db(squared: float, values: int) -> float:

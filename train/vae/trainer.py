@@ -20,8 +20,8 @@ from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its check
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, TrainConfig, split_sets
 from wantofight.train.trainer import StepStats, Trainer, TrainError
-from wantofight.train.vae.config import (REPORT_FORMAT, VAETrainConfig, default_config, eval_indices,
-                                         resolve_vae_settings)
+from wantofight.datasets.sampler import eval_indices
+from wantofight.train.vae.config import REPORT_FORMAT, VAETrainConfig, default_config, resolve_vae_settings
 from wantofight.train.vae.losses import Reconstruction, fighter_mask, reconstruction_loss, stage_picture
 from wantofight.train.vae.measure import latent_statistics, measure
 
