@@ -25,21 +25,21 @@ def weights_sha256(module) -> str:
 
 
 def load_vae(spec: str, device: str = "cpu"):
-    """`tiny` (the tiny preset's VAE, random weights from seed 0: tests and CI) or a local Wan2.1
-    diffusers folder. Returns (WanVAE, description for the manifest)."""
+    """`tiny` (the tiny preset's VAE, random weights from seed 0: tests and CI) or a local VAE folder
+    (a game VAE of `wtf train vae`, or the Wan2.1 VAE). Returns (the VAE, description for the manifest)."""
     import torch
 
     from wantofight_model.presets import get_preset
-    from wantofight_model.vae import WanVAE
+    from wantofight_model.vae import build_vae, load_vae_folder
 
     if spec == "tiny":
         torch.manual_seed(0)
-        vae = WanVAE.from_config(get_preset("tiny").vae, device=device)
+        vae = build_vae(get_preset("tiny").vae, device=device)
     else:
-        vae = WanVAE.from_pretrained(spec, device=device)
+        vae = load_vae_folder(spec, device=device)
     vae.eval()
     config = {k: v for k, v in dict(vae.autoencoder.config).items() if not k.startswith("_")}
-    info = {"spec": spec if spec == "tiny" else str(Path(spec).resolve()), "class": "AutoencoderKLWan",
+    info = {"spec": spec if spec == "tiny" else str(Path(spec).resolve()), "class": type(vae.autoencoder).__name__,
             "config": json.loads(json.dumps(config, default=list)), "sha256": weights_sha256(vae.autoencoder),
             "normalised": "(z - latents_mean) / latents_std, posterior mode"}
     return vae, info

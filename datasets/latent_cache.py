@@ -343,7 +343,7 @@ def _encode(run: EncodeRun, out: Path) -> dict:
         "source": {"ds_dir": str(Path(win.ds_dir).resolve()),
                    "manifest_sha1": hashlib.sha1(source_manifest).hexdigest(),
                    "build_options": json.loads(source_manifest).get("build_options")},
-        "frames": win.frames, "latent_frames": 1 + (win.frames - 1) // 4, "size": list(win.size), "resize": win.resize,
+        "frames": win.frames, "latent_frames": latent_shape[1] if latent_shape else None, "size": list(win.size), "resize": win.resize,
         "ref_size": win.ref_size, "latent_shape": latent_shape, "windows": "action clips: the centred window; "
         "full-match clips: back-to-back windows from row 0",
         "vae": run.infos[0], "clip": run.infos[1],

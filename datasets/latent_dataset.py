@@ -1,6 +1,6 @@
 """`LatentDataset`: the windows `wtf encode` stored, for training without the VAE in memory.
 
-Items mirror `ClipDataset`'s, with `latents` float32 (16, F, h, w) (F = 1 + (frames - 1) / 4,
+Items mirror `ClipDataset`'s, with `latents` float32 (16, F, h, w) (F = 1 + (frames - 1) / 4 for the Wan VAE, F = frames per frame,
 normalised with the VAE's latents_mean / latents_std) in place of `frames`, and `ref_tokens`
 float32 (2, N, C) (the frozen CLIP encoder's output, as `WanToFight.encode_references` gives for
 one sample) in place of `ref_images` when the cache was built with `--clip` (otherwise

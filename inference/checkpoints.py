@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from wantofight_model.config import ModelConfig
+from wantofight_model.config import DERIVED_FIELDS, ModelConfig
 
 CHECKPOINT_DIR = "checkpoints"
 PREFIX = "step_"
@@ -68,7 +68,7 @@ def model_config(preset: str, overrides: dict) -> ModelConfig:
     ValueError names an unknown field or a bad value (ModelConfig validates itself)."""
     from wantofight_model.presets import get_preset
 
-    overrides = dict(overrides)
+    overrides = {k: v for k, v in overrides.items() if k not in DERIVED_FIELDS}  # saved before they were derived
     base = get_preset(preset)
     if "vae" in overrides:
         overrides["vae"] = replace(base.vae, **overrides["vae"]) if isinstance(overrides["vae"], dict) \

@@ -83,11 +83,11 @@ def resolve_checkpoint(path: str | Path) -> Path:
 def build_vae(config: ModelConfig, device: torch.device | str = "cpu"):
     """The VAE exactly as the trainer builds it: a local Wan2.1 VAE, or the random-init one of the preset
     seeded with 0 (so a tiny run's validation videos and `wtf generate` decode with the same weights)."""
-    from wantofight_model.vae import WanVAE
+    from wantofight_model.vae import build_vae as build
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return WanVAE.from_config(config.vae, device=device).eval().requires_grad_(False)
+        return build(config.vae, device=device).eval().requires_grad_(False)
 
 
 def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:

@@ -104,6 +104,25 @@ def test_streaming_generation_equals_full_recompute(sampler, steps, write):
         assert (a - b).abs().max() <= 1e-5
 
 
+def test_a_per_frame_autoencoder_streams_eight_latent_frames_a_chunk_as_the_full_recompute():
+    """With `vae.kind="frame"` a chunk of 8 pixel frames is 8 latent frames, each with its key row; the
+    cached stream equals recomputing everything, past the 2-chunk context."""
+    from wantofight_model.config import VAEConfig
+
+    model = tiny_model(vae=VAEConfig(kind="frame", base_dim=16, dim_mult=(1, 2, 2, 2), num_res_blocks=1))
+    gen = StreamingGenerator(model)
+    stream = [keys(8, seed=10 + i) for i in range(4)]
+
+    def run(use_cache):
+        return list(gen.generate_latents(latents(1), stream, ref_images(), steps=2,
+                                         generator=torch.Generator().manual_seed(7), use_cache=use_cache))
+
+    cached, full = run(True), run(False)
+    assert len(cached) == 4 and cached[0].shape == (B, 16, 8, 8, 8)
+    for a, b in zip(cached, full):
+        assert (a - b).abs().max() <= 1e-5
+
+
 def _cache_of(model):
     """Patch `model.new_cache` to keep the caches it hands out; returns that list."""
     caches, original = [], model.new_cache

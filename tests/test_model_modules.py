@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from model_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
-from model_helpers import B, P, frames_for, keys, latents, ref_images, ref_tokens, tiny_model
+from model_helpers import B, P, frames_for, keys, latents, ref_images, ref_tokens, tiny_config, tiny_model
 from wantofight_model.config import ModelConfig, VAEConfig
 from wantofight_model.keyboard import KeyboardEncoder, KeyboardInjection
 from wantofight_model.kv_cache import RollingKVCache
@@ -70,6 +70,40 @@ def test_keyboard_encoder_aligns_frames_to_latents():
     whole = enc(k)
     parts = torch.cat([enc(k[:, :1]), enc(k[:, 1:9]), enc(k[:, 9:17])], dim=2)
     torch.testing.assert_close(parts, whole, atol=1e-6, rtol=1e-6)
+
+
+def test_without_time_compression_each_latent_frame_receives_exactly_its_own_key_row():
+    """A per-frame autoencoder (`vae.kind="frame"`) gives every pixel frame a latent frame, so the keyboard
+    encoder groups nothing: latent f is a function of key row f alone (docs/contracts.md, "Frame/key
+    alignment"), from frame 0 or any continuation, and chunk by chunk equals the whole stream."""
+    enc = KeyboardEncoder(16, 8, time_factor=1)
+    k = keys(17)
+    whole = enc(k)
+    assert whole.shape == (B, P, 17, 8)
+    for row in (1, 6, 9, 16):
+        flipped = k.clone()
+        flipped[:, row] = 1 - flipped[:, row]
+        moved = (enc(k) - enc(flipped)).abs().sum(dim=(0, 1, 3))
+        assert moved[row] > 0 and moved[[f for f in range(17) if f != row]].eq(0).all(), row
+    same_row = torch.zeros(B, 17, P, 16)
+    same_row[:, 3, 0, 5] = 1
+    single = enc(same_row[:, 3:4])  # row 3 alone gives latent 3 of the stream
+    torch.testing.assert_close(enc(same_row)[:, :, 3:4], single)
+    parts = torch.cat([enc(k[:, :1]), enc(k[:, 1:9]), enc(k[:, 9:17])], dim=2)
+    torch.testing.assert_close(parts, whole, atol=1e-6, rtol=1e-6)
+    with pytest.raises(ValueError, match="4 key rows per latent frame or 1, got 2"):
+        KeyboardEncoder(16, 8, time_factor=2)
+
+
+def test_the_dit_takes_its_key_grouping_from_the_autoencoder():
+    from wantofight_model.config import VAEConfig
+
+    frame = tiny_config(vae=VAEConfig(kind="frame", base_dim=16, dim_mult=(1, 2, 2, 2), num_res_blocks=1))
+    assert (frame.vae_time_factor, frame.chunk_latent_frames, frame.tokens_per_chunk) == (1, 8, 8 * 16)
+    assert tiny_model(vae=frame.vae).dit.keyboard_encoder.time_factor == 1
+    assert tiny_model().dit.keyboard_encoder.time_factor == 4
+    saved = {**get_preset("tiny").to_dict(), "vae_time_factor": 4, "vae_space_factor": 8}  # as configs were saved
+    assert ModelConfig.from_dict(saved) == get_preset("tiny")
 
 
 def test_injection_and_association_shapes():

@@ -87,6 +87,78 @@ def test_vae_loads_from_a_local_diffusers_folder(vae, tmp_path):
         WanVAE.from_pretrained(tmp_path / "nowhere")
 
 
+# ---- the per-frame autoencoder (wantofight_model/frame_vae.py) ----
+
+FRAME_VAE = dict(kind="frame", base_dim=16, dim_mult=(1, 2, 2, 2), num_res_blocks=1)
+
+
+@pytest.fixture(scope="module")
+def frame_vae():
+    from wantofight_model.config import VAEConfig
+    from wantofight_model.vae import build_vae
+
+    torch.manual_seed(0)
+    return build_vae(VAEConfig(**FRAME_VAE)).eval()
+
+
+def test_the_frame_vae_keeps_every_frame_and_codes_each_alone(frame_vae):
+    """1x in time, 8x in space, any number of frames; a frame's latent depends on that frame only, so a
+    stream in pieces of any length equals the whole (no cache to carry), past the 32-frame piece too."""
+    frames = torch.rand(1, 3, 37, 32, 32) * 2 - 1
+    z = frame_vae.encode(frames)
+    assert z.shape == (1, 16, 37, 4, 4) and frame_vae.time_factor == 1 and frame_vae.space_factor == 8
+    out = frame_vae.decode(z)
+    assert out.shape == frames.shape and out.abs().max() <= 1
+    alone = frame_vae.encode(frames[:, :, 20:21])
+    torch.testing.assert_close(alone, z[:, :, 20:21], rtol=0, atol=1e-5)
+    encoder, decoder = frame_vae.streaming_encoder(), frame_vae.streaming_decoder()
+    parts = torch.cat([encoder.encode(frames[:, :, :1]), encoder.encode(frames[:, :, 1:4]),
+                       encoder.encode(frames[:, :, 4:])], dim=2)
+    torch.testing.assert_close(parts, z, rtol=0, atol=1e-5)
+    decoded = torch.cat([decoder.decode(z[:, :, :1]), decoder.decode(z[:, :, 1:])], dim=2)
+    torch.testing.assert_close(decoded, out, rtol=0, atol=1e-5)
+
+
+def test_a_vae_folder_loads_as_the_class_it_holds(vae, frame_vae, tmp_path):
+    from wantofight_model.frame_vae import FrameVAE
+    from wantofight_model.vae import load_vae_folder
+
+    frame_vae.autoencoder.save_pretrained(tmp_path / "frame")
+    vae.autoencoder.save_pretrained(tmp_path / "wan" / "vae")  # a Wan2.1 repo root
+    loaded = load_vae_folder(tmp_path / "frame")
+    assert isinstance(loaded, FrameVAE)
+    x = torch.rand(1, 3, 3, 32, 32) * 2 - 1
+    torch.testing.assert_close(loaded.encode(x), frame_vae.encode(x))
+    assert isinstance(load_vae_folder(tmp_path / "wan"), WanVAE)
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "config.json").write_text(json.dumps({"_class_name": "UNet2DModel"}))
+    with pytest.raises(ValueError, match="UNet2DModel; valid: AutoencoderKLWan, FrameAutoencoder"):
+        load_vae_folder(tmp_path / "odd")
+    with pytest.raises(FileNotFoundError, match="no VAE at"):
+        load_vae_folder(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(kind="conv"), "vae.kind='conv'; valid: wan, frame"),
+    (dict(kind="frame", dim_mult=(1, 2)), "4 stages .* or 3"),
+    (dict(kind="frame", base_dim=12, norm_groups=8), "norm_groups=8 must divide"),
+    (dict(temperal_downsample=(False, False, True)), "exactly twice"),
+])
+def test_vae_config_errors_name_the_field(fields, message):
+    from wantofight_model.config import VAEConfig
+
+    with pytest.raises(ValueError, match=message):
+        VAEConfig(**fields)
+
+
+def test_the_layouts_compress_as_their_config_says():
+    from wantofight_model.config import VAEConfig
+
+    assert (VAEConfig().time_factor, VAEConfig().space_factor) == (4, 8)
+    assert (VAEConfig(kind="frame").time_factor, VAEConfig(kind="frame", dim_mult=(1, 2, 2)).space_factor) == (1, 4)
+    assert VAEConfig(dim_mult=(1, 4, 4), temperal_downsample=(True, True)).space_factor == 4
+
+
 def test_generate_yields_8_frames_per_chunk(vae):
     gen = StreamingGenerator(tiny_model(), vae)
     first = torch.rand(B, 3, 1, 64, 64) * 2 - 1

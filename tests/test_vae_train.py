@@ -7,6 +7,7 @@ import json
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -280,6 +281,57 @@ def test_a_latent_cache_of_the_game_vae_trains_only_a_model_that_names_it(ds_dir
     trainer = Stage1Trainer(resolve("stage1", "tiny", tmp_path / "r1", False, sets=sets), lat, tmp_path / "r1",
                             progress=False)
     assert trainer.source == "latents" and same_weights(trainer.get_vae(), WanVAE.from_pretrained(vae_dir))
+
+
+@pytest.mark.slow
+def test_a_per_frame_autoencoder_trains_encodes_trains_the_dit_and_generates(ds_dir, tmp_path):
+    """`model.vae.kind=frame` end to end: `wtf train vae` writes a FrameAutoencoder folder, `wtf encode`
+    caches one latent frame per frame, a model without the kind is refused in one line, stage 1 trains on
+    the cache with 8 latent frames a chunk and `wtf generate` streams through the same autoencoder."""
+    from wantofight.inference.generation import load_generator
+    from wantofight.video import read_video
+    from wantofight_model.frame_vae import FrameVAE
+    from wantofight_model.vae import load_vae_folder
+
+    vae_dir = tmp_path / "frame-vae"
+    result = CliRunner().invoke(app, ["train", "vae", "--data", str(ds_dir), "--out", str(vae_dir), "--max-steps", "3",
+                                      *FAST, "--set", "vae.fighter_weight=5", "--set", "model.vae.kind=frame",
+                                      "--set", "model.vae.base_dim=16", "--set", "model.vae.dim_mult=[1, 2, 2, 2]"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((vae_dir / "config.json").read_text())
+    assert config["_class_name"] == "FrameAutoencoder" and config["latent_channels"] == 16
+    assert json.loads((vae_dir / "report.json").read_text())["architecture"]["class"] == "FrameAutoencoder"
+    assert isinstance(load_vae_folder(vae_dir), FrameVAE)
+
+    lat = tmp_path / "lat"
+    result = CliRunner().invoke(app, ["encode", str(ds_dir), "--out", str(lat), "--vae", str(vae_dir), "--frames", "9",
+                                      "--size", "64x64", "--ref-size", "64", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((lat / "manifest.json").read_text())
+    assert manifest["latent_frames"] == 9 and manifest["latent_shape"] == [16, 9, 8, 8]
+    assert manifest["vae"]["class"] == "FrameAutoencoder"
+
+    named = [*STAGE1_FAST, "--set", f"model.vae.pretrained={vae_dir.resolve()}"]
+    refused = CliRunner().invoke(app, ["train", "stage1", "--data", str(lat), "--out", str(tmp_path / "r0"), *named])
+    assert refused.exit_code == 2 and "pass --set model.vae.kind=frame" in " ".join(refused.output.split())
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "stage1", "--data", str(lat), "--out", str(run), *named,
+                                      "--set", "model.vae.kind=frame"])
+    assert result.exit_code == 0, result.output
+    loaded = load_generator(run)
+    assert isinstance(loaded.vae, FrameVAE) and loaded.config.chunk_latent_frames == 8
+
+    from wantofight.images import write_png
+
+    frame = ClipDataset(ds_dir, "val", frames=9, pixels="uint8")[(0, 0)]["frames"][0]  # (3, h, w) native
+    write_png(tmp_path / "first.png", np.asarray(frame).transpose(1, 2, 0))
+    (tmp_path / "k.keys").write_text("6 RIGHT -\n6 - LEFT\n")
+    out = tmp_path / "gen.mp4"
+    result = CliRunner().invoke(app, ["generate", "--checkpoint", str(run), "--first-frames", str(tmp_path / "first.png"),
+                                      "--keys", str(tmp_path / "k.keys"), "--refs", "duel", "--out", str(out),
+                                      "--steps", "1"])
+    assert result.exit_code == 0, result.output
+    assert read_video(out).shape == (13, 64, 64, 3)
 
 
 def test_a_128x128_model_runs_on_the_game_vaes_16x16_latents(vae_dir):

@@ -63,6 +63,10 @@ def check_manifest(path: Path, config, model_config) -> None:
                         f"{model_config.height}x{model_config.width}: re-run `wtf encode --size "
                         f"{model_config.height}x{model_config.width}` or choose the matching preset")
     if isinstance(manifest.get("vae"), dict):
+        kind = "frame" if manifest["vae"].get("class") == "FrameAutoencoder" else "wan"
+        if kind != model_config.vae.kind:
+            raise DataError(f"{path} was encoded with a {manifest['vae'].get('class')} (vae.kind {kind}); "
+                            f"model.vae.kind is {model_config.vae.kind}: pass --set model.vae.kind={kind}")
         check_cache_vae(path, manifest["vae"].get("spec"), model_config.vae.pretrained)
     if "vae" in manifest and manifest.get("frames") not in (None, config.data.frames):
         raise DataError(f"{path} holds {manifest['frames']}-frame windows, data.frames is {config.data.frames}: "
@@ -134,9 +138,11 @@ def check_item(item: dict, config, model_config, where: str) -> None:
         lat = item["latents"]
         want = (m.latent_channels, F, m.latent_height, m.latent_width)
         if tuple(lat.shape) != want:
-            raise DataError(f"{where}: latents of shape {tuple(lat.shape)} (= {lat.shape[-2] * 8}x{lat.shape[-1] * 8} "
+            s = m.vae_space_factor
+            raise DataError(f"{where}: latents of shape {tuple(lat.shape)} (= {lat.shape[-2] * s}x{lat.shape[-1] * s} "
                             f"pixels), preset {config.preset} expects {want} (= {m.height}x{m.width} pixels, "
-                            f"{T} frames): re-encode with the preset's resolution or choose the matching preset")
+                            f"{T} frames, model.vae.kind={m.vae.kind}): re-encode with the preset's resolution and VAE, "
+                            "or choose the matching preset")
         tokens = item.get("ref_tokens")
         if tokens is not None and tokens.shape[-1] != m.clip_dim:
             raise DataError(f"{where}: reference tokens of width {tokens.shape[-1]}, preset {config.preset}'s CLIP "

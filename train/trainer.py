@@ -301,9 +301,9 @@ class Trainer:
             return next(self._iter)
 
     def get_vae(self):
-        """The Wan VAE (encode clips on the fly, decode validation videos); built once, frozen."""
+        """The VAE (encode clips on the fly, decode validation videos); built once, frozen."""
         if self.vae is None:
-            from wantofight_model.vae import WanVAE
+            from wantofight_model.vae import build_vae, load_vae_folder
 
             from wantofight.train.data import vae_spec
 
@@ -311,9 +311,9 @@ class Trainer:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)  # a random-init (tiny) VAE is the same in every run and as `wtf encode`'s
                 if spec not in (None, "tiny"):  # decode with the VAE the latent cache was encoded with
-                    vae = WanVAE.from_pretrained(spec, device=self.device)
+                    vae = load_vae_folder(spec, device=self.device)
                 else:
-                    vae = WanVAE.from_config(self.model_config.vae, device=self.device)
+                    vae = build_vae(self.model_config.vae, device=self.device)
             self.vae = vae.eval().requires_grad_(False)
         return self.vae
 

@@ -6,6 +6,7 @@ injection, the player association, the rolling KV cache, the sampler and the VAE
 
 Time bookkeeping (used everywhere, so fixed here):
     pixel frames  T = 1 + 4 (F - 1)     Wan VAE: 4x in time, the first latent holds frame 0 alone
+                  (a per-frame autoencoder, `vae.kind="frame"`: T = F, and a chunk is 8 latent frames)
     latent frames F
     chunk 0       = latent frame 0 (pixel frame 0, the prompt frame)
     chunk c >= 1  = latent frames 2c-1, 2c = pixel frames 8c-7 .. 8c (L = 8 frames, docs/model.md)
@@ -26,6 +27,8 @@ CACHE_WRITES = ("clean", "denoising-step")
 LEGACY_FIELDS = {"cache_write": "denoising-step"}
 """Fields added after models were saved, with the value every model saved without them was made with:
 a saved config that lacks one loads with this value, so its outputs do not change."""
+DERIVED_FIELDS = ("vae_time_factor", "vae_space_factor")
+"""Fields that saved configs hold but that are now read from `vae` (4 and 8 in every one of them)."""
 
 
 def _check(condition: bool, message: str) -> None:
@@ -37,36 +40,65 @@ def _positive(name: str, value: int | float) -> None:
     _check(value > 0, f"{name} must be > 0, got {value!r}")
 
 
+VAE_KINDS = ("wan", "frame")
+
+
 @dataclass(frozen=True)
 class VAEConfig:
-    """The Wan2.1 VAE (diffusers `AutoencoderKLWan`); defaults are the published Wan2.1 VAE."""
+    """The autoencoder: the Wan2.1 VAE (diffusers `AutoencoderKLWan`; the defaults are the published one) or a
+    per-frame 2D one (`kind="frame"`, wantofight_model/frame_vae.py: no time compression)."""
 
+    kind: str = "wan"
+    """"wan": the Wan layout, 4x in time (causal 3D convolutions); "frame": diffusers' 2D `AutoencoderKL` on
+    each frame, 1x in time (docs/model.md, "A per-frame autoencoder")."""
     base_dim: int = 96
     """Channel width of the first VAE stage (Wan2.1: 96; tests: 16)."""
     dim_mult: tuple[int, ...] = (1, 2, 4, 4)
-    """Per-stage channel multipliers (Wan2.1: 1, 2, 4, 4)."""
+    """Per-stage channel multipliers (Wan2.1: 1, 2, 4, 4); each stage but the last halves the resolution,
+    so 4 stages compress 8x in space and 3 stages 4x."""
     num_res_blocks: int = 2
     """Residual blocks per stage (Wan2.1: 2)."""
     temperal_downsample: tuple[bool, ...] = (False, True, True)
-    """Which spatial downsamples also halve time (diffusers spells it 'temperal'); two -> 4x in time."""
+    """Which spatial downsamples also halve time (diffusers spells it 'temperal'); the Wan layout needs two
+    (4x in time); the per-frame autoencoder ignores it (1x in time)."""
     z_dim: int = 16
     """Latent channels (Wan2.1: 16)."""
     is_residual: bool = False
     """Wan2.2's parameter-free shortcuts around every down- and upsampling (diffusers' `is_residual`):
     the same latent layout; a game VAE with them learns small sprites far faster (docs/model.md)."""
+    norm_groups: int = 8
+    """GroupNorm groups of the per-frame autoencoder (every stage's width must divide by it); unused by
+    the Wan layout, whose norm is a channel RMS norm."""
     pretrained: str | None = None
-    """Local Wan2.1 diffusers folder (with a `vae/` subfolder or the VAE itself); None = random init."""
+    """Local diffusers folder (a game VAE, or the Wan2.1 repo root with `vae/`); None = random init."""
 
     def __post_init__(self) -> None:
+        _check(self.kind in VAE_KINDS, f"vae.kind={self.kind!r}; valid: {', '.join(VAE_KINDS)}")
         _positive("vae.base_dim", self.base_dim)
         _positive("vae.num_res_blocks", self.num_res_blocks)
-        _check(len(self.temperal_downsample) == len(self.dim_mult) - 1,
-               f"vae.temperal_downsample needs len(dim_mult) - 1 = {len(self.dim_mult) - 1} entries, "
-               f"got {len(self.temperal_downsample)}")
-        _check(sum(self.temperal_downsample) == 2,
-               f"vae.temperal_downsample must downsample time exactly twice (4x), got {self.temperal_downsample}")
-        _check(len(self.dim_mult) == 4,
-               f"vae.dim_mult must have 4 stages (8x spatial compression), got {self.dim_mult}")
+        _check(len(self.dim_mult) in (3, 4),
+               f"vae.dim_mult must have 4 stages (8x spatial compression) or 3 (4x), got {self.dim_mult}")
+        if self.kind == "wan":
+            _check(len(self.temperal_downsample) == len(self.dim_mult) - 1,
+                   f"vae.temperal_downsample needs len(dim_mult) - 1 = {len(self.dim_mult) - 1} entries, "
+                   f"got {len(self.temperal_downsample)}")
+            _check(sum(self.temperal_downsample) == 2,
+                   f"vae.temperal_downsample must downsample time exactly twice (4x), got {self.temperal_downsample}")
+        else:
+            _positive("vae.norm_groups", self.norm_groups)
+            widths = [self.base_dim * m for m in self.dim_mult]
+            _check(all(w % self.norm_groups == 0 for w in widths),
+                   f"vae.norm_groups={self.norm_groups} must divide every stage's width {widths}")
+
+    @property
+    def time_factor(self) -> int:
+        """Frames per latent frame after the first: 4 (Wan layout) or 1 (per frame)."""
+        return 4 if self.kind == "wan" else 1
+
+    @property
+    def space_factor(self) -> int:
+        """Pixels per latent cell side: 8 (4 stages) or 4 (3 stages)."""
+        return 2 ** (len(self.dim_mult) - 1)
 
 
 @dataclass(frozen=True)
@@ -98,10 +130,6 @@ class ModelConfig:
     """Pixel height (the paper's 512x384 output)."""
     width: int = 512
     """Pixel width."""
-    vae_time_factor: int = 4
-    """Wan-VAE temporal compression (fixed by the VAE)."""
-    vae_space_factor: int = 8
-    """Wan-VAE spatial compression (fixed by the VAE)."""
     chunk_frames: int = 8
     """Pixel frames per autoregressive chunk, L = 8 (the paper's) = 2 latent frames."""
     context_chunks: int = 2
@@ -153,7 +181,7 @@ class ModelConfig:
     clips) or a flex-attention BlockMask ("flex": GPU training on long clips; no backward on CPU)."""
 
     vae: VAEConfig = field(default_factory=VAEConfig)
-    """The Wan-VAE configuration."""
+    """The autoencoder (`VAEConfig`): its kind and stages set `vae_time_factor` and `vae_space_factor`."""
 
     def __post_init__(self) -> None:
         for name in ("dim", "num_heads", "ffn_dim", "num_blocks", "latent_channels", "freq_dim",
@@ -167,13 +195,10 @@ class ModelConfig:
         _check(self.head_dim % 2 == 0 and self.head_dim >= 6,
                f"head_dim={self.head_dim} must be even and >= 6 for 3D RoPE")
         _check(self.patch_size[0] == 1, f"patch_size[0] must be 1 (one latent frame per token), got {self.patch_size}")
-        _check(self.vae_time_factor == 4 and self.vae_space_factor == 8,
-               "the Wan VAE compresses 4x in time and 8x in space; "
-               f"got {self.vae_time_factor}x / {self.vae_space_factor}x")
         cell = self.vae_space_factor * self.patch_size[1], self.vae_space_factor * self.patch_size[2]
         _check(self.height % cell[0] == 0 and self.width % cell[1] == 0,
                f"height x width = {self.height}x{self.width} must be multiples of {cell[0]}x{cell[1]} "
-               "(VAE 8x times patch)")
+               f"(VAE {self.vae_space_factor}x times patch)")
         _check(self.chunk_frames % self.vae_time_factor == 0,
                f"chunk_frames={self.chunk_frames} must be a multiple of {self.vae_time_factor} (VAE time factor)")
         _check(self.keyboard_dim % self.association_heads == 0,
@@ -191,12 +216,22 @@ class ModelConfig:
 
     # ---- derived sizes (one place) ----
     @property
+    def vae_time_factor(self) -> int:
+        """Frames per latent frame after the first: 4 (Wan layout) or 1 (per-frame autoencoder)."""
+        return self.vae.time_factor
+
+    @property
+    def vae_space_factor(self) -> int:
+        """Pixels per latent cell side: 8 or 4."""
+        return self.vae.space_factor
+
+    @property
     def head_dim(self) -> int:
         return self.dim // self.num_heads
 
     @property
     def chunk_latent_frames(self) -> int:
-        """Latent frames per chunk c >= 1 (8 frames / 4 = 2)."""
+        """Latent frames per chunk c >= 1 (8 frames / 4 = 2; per-frame autoencoder: 8)."""
         return self.chunk_frames // self.vae_time_factor
 
     @property
@@ -237,7 +272,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "ModelConfig":
         """A saved config (`to_dict()`); fields it predates take their `LEGACY_FIELDS` value."""
-        data = {**LEGACY_FIELDS, **data}
+        data = {k: v for k, v in {**LEGACY_FIELDS, **data}.items() if k not in DERIVED_FIELDS}
         data["vae"] = VAEConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.get("vae", {}).items()})
         for key in ("patch_size",):
             if key in data:

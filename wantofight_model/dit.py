@@ -179,7 +179,7 @@ class WanToFightDiT(nn.Module):
         self.blocks = nn.ModuleList(WanBlock(c.dim, c.ffn_dim, c.num_heads, c.eps) for _ in range(c.num_blocks))
         self.head = Head(c.dim, c.latent_channels * math.prod(c.patch_size), c.eps)
         # ---- added: keyboard injection and player association ----
-        self.keyboard_encoder = KeyboardEncoder(c.num_keys, c.keyboard_dim)
+        self.keyboard_encoder = KeyboardEncoder(c.num_keys, c.keyboard_dim, c.vae_time_factor)
         self.association = PlayerAssociation(c.keyboard_dim, c.clip_dim, c.association_heads, c.eps)
         self.keyboard_injection = nn.ModuleList(
             KeyboardInjection(c.dim, c.keyboard_dim, c.num_heads, c.eps, c.keyboard_gate_bias)

@@ -25,13 +25,13 @@ from wantofight_model.config import SAMPLERS
 from wantofight_model.model import WanToFight
 from wantofight_model.rollout import CachedContext, RecomputedContext, rollout_chunks
 from wantofight_model.scheduler import FlowMatchScheduler
-from wantofight_model.vae import WanVAE
+from wantofight_model.vae import LatentVAE
 
 
 class StreamingGenerator:
     """Chunk-wise autoregressive sampler around a `WanToFight` model (and optionally its VAE)."""
 
-    def __init__(self, model: WanToFight, vae: WanVAE | None = None, scheduler: FlowMatchScheduler | None = None,
+    def __init__(self, model: WanToFight, vae: LatentVAE | None = None, scheduler: FlowMatchScheduler | None = None,
                  sampler: str = "euler"):
         self.model = model
         self.vae = vae

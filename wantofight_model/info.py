@@ -26,10 +26,10 @@ def model_info(preset: str) -> dict:
     """Parameter counts and activation sizes of `preset` (raises ValueError on an unknown preset)."""
     config = get_preset(preset)
     from wantofight_model.model import WanToFight
-    from wantofight_model.vae import WanVAE
+    from wantofight_model.vae import build_vae
 
     model = WanToFight.from_config(config, device="meta")
-    vae = WanVAE.from_config(config.vae, device="meta")
+    vae = build_vae(config.vae, device="meta")
     dit = model.dit
     params = {
         "backbone": _count(dit, dit.ADDED_PREFIXES, exclude=True),

@@ -27,24 +27,30 @@ from wantofight_model.attention import attention
 # ---------------------------------------------------------------------------------------------
 
 class KeyboardEncoder(nn.Module):
-    """Per-player 1D-conv encoder compressing the frame-rate key stream to the latent rate (4x)."""
+    """Per-player 1D-conv encoder compressing the frame-rate key stream to the latent rate: 4x for the
+    Wan VAE (two stride-2 convolutions), 1x for a per-frame autoencoder (pointwise: latent frame f gets
+    key row f alone, docs/contracts.md "Frame/key alignment")."""
 
-    time_factor = 4
-
-    def __init__(self, num_keys: int, dim: int):
+    def __init__(self, num_keys: int, dim: int, time_factor: int = 4):
         super().__init__()
+        if time_factor not in (1, 4):
+            raise ValueError(f"the keyboard encoder groups 4 key rows per latent frame or 1, got {time_factor}")
+        self.time_factor = time_factor
+        step = 2 if time_factor == 4 else 1
         self.net = nn.Sequential(
-            nn.Conv1d(num_keys, dim, kernel_size=2, stride=2),
+            nn.Conv1d(num_keys, dim, kernel_size=step, stride=step),
             nn.SiLU(),
-            nn.Conv1d(dim, dim, kernel_size=2, stride=2),
+            nn.Conv1d(dim, dim, kernel_size=step, stride=step),
             nn.SiLU(),
             nn.Conv1d(dim, dim, kernel_size=1),
         )
 
     def forward(self, keys: torch.Tensor) -> torch.Tensor:
-        """keys (B, T, P, K) float in {0, 1}; T = 1 + 4k (stream start) or 4k (continuation)."""
+        """keys (B, T, P, K) float in {0, 1}; T = 1 + 4k (stream start) or 4k (continuation); any T at 1x."""
         B, T, P, K = keys.shape
-        if T % self.time_factor == 1:
+        if self.time_factor == 1:
+            pass  # one row per latent frame; row 0 (the prompt frame's) is 0 by the alignment contract
+        elif T % self.time_factor == 1:
             # (B, T + 3, P, K): latent 0 = 4 zero rows, the prompt frame's own keys (row 0) included
             keys = F.pad(keys[:, 1:], (0, 0, 0, 0, self.time_factor, 0))
         elif T % self.time_factor != 0:

@@ -1,16 +1,21 @@
-"""The Wan2.1 VAE through diffusers' `AutoencoderKLWan`: 4x in time, 8x in space, 16 channels.
+"""The game's autoencoders: the Wan2.1 VAE through diffusers' `AutoencoderKLWan` (4x in time, 8x or
+4x in space) and the per-frame one of `frame_vae.py` (no time compression), behind one interface.
 
-Frames are (B, 3, T, H, W) in [-1, 1] with T = 1 + 4k; latents are (B, 16, 1 + k, H/8, W/8),
+Frames are (B, 3, T, H, W) in [-1, 1]; for the Wan VAE T = 1 + 4k and latents are (B, 16, 1 + k, H/8, W/8),
 normalised per channel with the `latents_mean` / `latents_std` of the VAE's config (as the Wan
-pipelines do), so the DiT sees roughly unit-variance inputs.
+pipelines do), so the DiT sees roughly unit-variance inputs. `time_factor` says how many frames a latent
+frame holds after the first (4, or 1 for the per-frame autoencoder).
 
 `StreamingDecoder` decodes a rollout chunk by chunk with the decoder's causal-conv feature cache
 carried across chunks, which gives the same frames as decoding the whole latent video at once.
+`build_vae(config)` and `load_vae_folder(path)` pick the class from `VAEConfig.kind` or the folder's
+config.json.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 
 from pathlib import Path
 
@@ -28,16 +33,99 @@ def _autoencoder_class():
     return AutoencoderKLWan
 
 
-class WanVAE(nn.Module):
-    """Normalising wrapper around `AutoencoderKLWan`."""
+def _latent_channels(config) -> int:
+    return config.z_dim if "z_dim" in config else config.latent_channels
+
+
+class LatentVAE(nn.Module):
+    """Normalising wrapper around a diffusers autoencoder whose config holds `latents_mean` / `latents_std`."""
+
+    time_factor = 4
 
     def __init__(self, autoencoder: nn.Module):
         super().__init__()
         self.autoencoder = autoencoder
         cfg = autoencoder.config
-        z = cfg.z_dim
-        self.register_buffer("latents_mean", torch.tensor(cfg.latents_mean[:z]).view(1, z, 1, 1, 1), persistent=False)
-        self.register_buffer("latents_std", torch.tensor(cfg.latents_std[:z]).view(1, z, 1, 1, 1), persistent=False)
+        z = _latent_channels(cfg)
+        mean = cfg.latents_mean or [0.0] * z
+        std = cfg.latents_std or [1.0] * z
+        self.register_buffer("latents_mean", torch.tensor(mean[:z]).view(1, z, 1, 1, 1), persistent=False)
+        self.register_buffer("latents_std", torch.tensor(std[:z]).view(1, z, 1, 1, 1), persistent=False)
+
+    @property
+    def latent_channels(self) -> int:
+        return _latent_channels(self.autoencoder.config)
+
+    @property
+    def space_factor(self) -> int:
+        """Pixels per latent cell side: each stage but the last halves the resolution."""
+        cfg = self.autoencoder.config
+        return 2 ** (len(cfg.dim_mult if "dim_mult" in cfg else cfg.block_out_channels) - 1)
+
+    def normalize(self, z: torch.Tensor) -> torch.Tensor:
+        return (z - self.latents_mean.to(z)) / self.latents_std.to(z)
+
+    def denormalize(self, z: torch.Tensor) -> torch.Tensor:
+        return z * self.latents_std.to(z) + self.latents_mean.to(z)
+
+
+def build_vae(config: VAEConfig, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> LatentVAE:
+    """The autoencoder of `config`: random-init of its kind and size, or the folder `config.pretrained`
+    (which must hold the kind and compression the config says, since the DiT is sized by them)."""
+    if config.pretrained is not None:
+        vae = load_vae_folder(config.pretrained, device, dtype)
+        if (vae.time_factor, vae.space_factor) != (config.time_factor, config.space_factor):
+            kind = "frame" if vae.time_factor == 1 else "wan"
+            raise ValueError(f"model.vae.pretrained={config.pretrained} holds a {type(vae.autoencoder).__name__} "
+                             f"({vae.time_factor}x in time, {vae.space_factor}x in space) but model.vae says "
+                             f"{config.kind}, {config.time_factor}x / {config.space_factor}x: pass --set "
+                             f"model.vae.kind={kind} and the matching model.vae.dim_mult")
+        return vae
+    if config.kind == "frame":
+        from wantofight_model.frame_vae import FrameVAE, frame_autoencoder
+
+        with torch.device(device):
+            ae = frame_autoencoder(config.base_dim, config.dim_mult, config.num_res_blocks, config.z_dim,
+                                   config.norm_groups)
+        return FrameVAE(ae if dtype == torch.float32 else ae.to(dtype))
+    return WanVAE.from_config(config, device, dtype)
+
+
+def vae_folder_kind(path: str | Path) -> str:
+    """"wan" or "frame": the class a VAE folder (or a repo root with `vae/`) was saved from."""
+    path = Path(path)
+    folder = path / "vae" if (path / "vae" / "config.json").exists() else path
+    try:
+        name = json.loads((folder / "config.json").read_text()).get("_class_name")
+    except (OSError, ValueError):
+        raise FileNotFoundError(f"no VAE at {path}: expected a diffusers folder with config.json "
+                                "(AutoencoderKLWan or FrameAutoencoder)") from None
+    if name == "FrameAutoencoder":
+        return "frame"
+    if name in ("AutoencoderKLWan", None):
+        return "wan"
+    raise ValueError(f"{folder / 'config.json'} holds a {name}; valid: AutoencoderKLWan, FrameAutoencoder")
+
+
+def load_vae_folder(path: str | Path, device: torch.device | str = "cpu",
+                    dtype: torch.dtype = torch.float32) -> LatentVAE:
+    """A saved game VAE or the Wan2.1 VAE from a local diffusers folder, whichever class it holds."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no VAE at {path}")
+    if vae_folder_kind(path) == "frame":
+        from wantofight_model.frame_vae import FrameAutoencoder, FrameVAE
+
+        folder = Path(path) / "vae" if (Path(path) / "vae" / "config.json").exists() else Path(path)
+        ae = FrameAutoencoder.from_pretrained(folder, torch_dtype=dtype,
+                                              low_cpu_mem_usage=importlib.util.find_spec("accelerate") is not None)
+        return FrameVAE(ae.to(device))
+    return WanVAE.from_pretrained(path, device, dtype)
+
+
+class WanVAE(LatentVAE):
+    """Normalising wrapper around `AutoencoderKLWan`."""
+
+    time_factor = 4
 
     @classmethod
     def from_config(cls, config: VAEConfig, device: torch.device | str = "cpu",
@@ -68,12 +156,6 @@ class WanVAE(nn.Module):
         autoencoder = AutoencoderKLWan.from_pretrained(path, subfolder=subfolder, torch_dtype=dtype,
                                                        low_cpu_mem_usage=low_memory)
         return cls(autoencoder.to(device))
-
-    def normalize(self, z: torch.Tensor) -> torch.Tensor:
-        return (z - self.latents_mean.to(z)) / self.latents_std.to(z)
-
-    def denormalize(self, z: torch.Tensor) -> torch.Tensor:
-        return z * self.latents_std.to(z) + self.latents_mean.to(z)
 
     @torch.no_grad()
     def encode(self, frames: torch.Tensor) -> torch.Tensor:

@@ -1,15 +1,17 @@
-"""The game VAE's training, in one folder: a game-domain Wan VAE, diffusers' `AutoencoderKLWan` in a small
-config, trained on duel frames.
+"""The game VAE's training, in one folder: a game-domain autoencoder trained on duel frames, either
+diffusers' `AutoencoderKLWan` in a small config (the Wan layout, `model.vae.kind=wan`) or the per-frame
+`FrameAutoencoder` (diffusers' 2D `AutoencoderKL` on each frame, `model.vae.kind=frame`).
 
     report = train_vae("data/curriculum", "runs/vae", size=(128, 128), max_steps=2000)
-    vae = WanVAE.from_pretrained("runs/vae")          # what --vae / model.vae.pretrained load
+    vae = load_vae_folder("runs/vae")                 # what --vae / model.vae.pretrained load
 
-The contract: VAE_DIR is a plain diffusers `AutoencoderKLWan` folder (`config.json` +
-`diffusion_pytorch_model.safetensors`) with the Wan layout (4x time, 8x space, causal, 16 latent
-channels), whose config's `latents_mean` / `latents_std` are measured on the training frames so that
-normalised latents have unit variance per channel, plus `report.json`. Nothing else in the code
-knows it was trained here: the DiT, `StreamingDecoder`, `wtf encode` and `wtf train decoder` take it
-as they take a Wan2.1 VAE. The folder appears complete or not at all (built beside it, renamed).
+The contract: VAE_DIR is a plain diffusers folder (`config.json` + `diffusion_pytorch_model.safetensors`)
+of either class, 16 latent channels, whose config's `latents_mean` / `latents_std` are measured on the
+training frames so that normalised latents have unit variance per channel, plus `report.json`. The Wan
+layout compresses 4x in time (causal), the per-frame one not at all; both 8x in space by default
+(docs/contracts.md, "VAE folders"). Nothing else in the code knows it was trained here: the DiT,
+the streaming decoders and `wtf encode` take it as they take a Wan2.1 VAE (`wtf train decoder` prunes the
+Wan layout only). The folder appears complete or not at all (built beside it, renamed).
 
 `VAETrainer` is the shared trainer skeleton with the autoencoder as its network: `batch()` cuts a
 random `vae.clip_frames` run and `vae.crop` square from each data window, `loss()` is L1 (+ MSE) on
@@ -29,4 +31,4 @@ Checkpoints, Ctrl-C and `--resume` are the skeleton's; they live in the staging 
 # measure.py   PSNR of a round trip (whole, last latent frame, fighters), latent statistics
 # trainer.py   VAETrainer and train_vae (`wtf train vae`)
 # pruned_decoder.py   `wtf train decoder`: a narrower streaming decoder distilled from a VAE's
-# The model itself (WanVAE, StreamingDecoder) is wantofight_model/vae.py.
+# The models themselves (WanVAE, StreamingDecoder; FrameVAE) are wantofight_model/vae.py and frame_vae.py.

@@ -28,7 +28,7 @@ def psnr_8bit(a: torch.Tensor, b: torch.Tensor) -> float:
 @torch.no_grad()
 def measure(vae, dataset, count: int, size: tuple[int, int], batch_size: int = 2,
             stage: torch.Tensor | None = None, done=None, rows: tuple[float, float] | None = None) -> dict:
-    """Round trip of fixed windows through a `WanVAE` (normalised latents, posterior mode):
+    """Round trip of fixed windows through a VAE (normalised latents, posterior mode):
     {"psnr": dB over 8-bit RGB, "windows", "latent_rms": RMS of the normalised latents}, and with a
     `stage` picture (`stage_picture`) "fighters_psnr": dB over the pixels that differ from it only. The
     stage is most of every frame, so PSNR alone can be high with no fighter drawn (docs/model.md).

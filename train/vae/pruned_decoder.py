@@ -222,8 +222,13 @@ def open_vae(vae: str, preset: str = "tiny"):
     from wantofight.inference.generation import build_vae
     from wantofight_model.presets import get_preset
 
+    from wantofight_model.vae import vae_folder_kind
+
     config = get_preset(preset)
     if vae != "tiny":
+        if Path(vae).exists() and vae_folder_kind(vae) != "wan":
+            raise PruningError(f"--vae {vae} is a per-frame autoencoder: `wtf train decoder` prunes the Wan "
+                               "layout's causal decoder; give an AutoencoderKLWan folder")
         config = replace(config, vae=replace(config.vae, pretrained=str(vae)))
     elif preset != "tiny":
         raise PruningError("--vae tiny goes with --preset tiny; give a Wan2.1 VAE folder for other presets")

@@ -56,12 +56,14 @@ class VAETrainer(Trainer):
 
     # ---- the network ----
     def build_model(self, init_from) -> nn.Module:
-        """A random-init AutoencoderKLWan of `model.vae` (or, with `model.vae.pretrained`, that VAE to fine-tune)."""
-        from wantofight_model.vae import WanVAE
+        """A random-init autoencoder of `model.vae` (its `kind`: the Wan layout or per frame), or with
+        `model.vae.pretrained` that VAE to fine-tune."""
+        from wantofight_model.vae import build_vae
 
         if init_from is not None:
             raise TrainError("the VAE trainer has no --init-from; fine-tune a VAE with --set model.vae.pretrained=DIR")
-        vae = WanVAE.from_config(self.model_config.vae, device=self.device)
+        vae = build_vae(self.model_config.vae, device=self.device)
+        self.vae_class, self.factors = type(vae), (vae.time_factor, vae.space_factor)
         return Reconstruction(vae.autoencoder.float()).train()
 
     def trained_module(self) -> nn.Module:
@@ -81,11 +83,10 @@ class VAETrainer(Trainer):
         self._for_critic: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         return super().build_optimizer()
 
-    def wan_vae(self):
-        """The autoencoder being trained, behind the normalising wrapper the rest of the code uses."""
-        from wantofight_model.vae import WanVAE
-
-        return WanVAE(self.model.autoencoder)
+    def wrapped_vae(self, autoencoder: nn.Module | None = None):
+        """The autoencoder being trained (or `autoencoder`), behind the normalising wrapper the rest of the
+        code uses."""
+        return self.vae_class(self.model.autoencoder if autoencoder is None else autoencoder)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -153,7 +154,8 @@ class VAETrainer(Trainer):
         step = self.step_count if step is None else step
         frames = batch["frames"]
         B, _, T, H, W = frames.shape
-        shape = (self.model_config.vae.z_dim, 1 + (T - 1) // 4, H // 8, W // 8)
+        (time, space), z = self.factors, self.model.autoencoder.config
+        shape = (z.z_dim if "z_dim" in z else z.latent_channels, 1 + (T - 1) // time, H // space, W // space)
         if self.settings.sample_posterior:
             gens = [self.noise_generator(step, micro, self.global_index(b, B)) for b in range(B)]
             noise = torch.stack([torch.randn(shape, generator=g, device=self.device) for g in gens])
@@ -200,7 +202,7 @@ class VAETrainer(Trainer):
         split, dataset = self.eval_split()
         self.model.eval()
         try:
-            result = measure(self.wan_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image(),
+            result = measure(self.wrapped_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image(),
                              rows=self.fighter_rows())
         finally:
             self.model.train()
@@ -263,7 +265,6 @@ class VAETrainer(Trainer):
         ae = copy.deepcopy(self.model.autoencoder).float().eval().requires_grad_(False)
         train, (split, held) = self.datasets["train"], self.eval_split()
         from wantofight.progress import Progress
-        from wantofight_model.vae import WanVAE
 
         measured = {"train": train, **({"val": held} if split == "val" else {})}
         total = len(eval_indices(len(train), self.settings.stats_windows)) + sum(
@@ -272,7 +273,7 @@ class VAETrainer(Trainer):
         with Progress("measure", total, "windows", enabled=self.show_progress) as bar:
             mean, std = latent_statistics(ae, train, self.settings.stats_windows, self.size, done=bar.advance)
             ae.register_to_config(latents_mean=mean, latents_std=std)
-            vae = WanVAE(ae)
+            vae = self.wrapped_vae(ae)
             psnr = {name: measure(vae, ds, self.settings.eval_windows, self.size, stage=self.stage_image(),
                                   rows=self.fighter_rows(), done=bar.advance) for name, ds in measured.items()}
         staged = self.run_dir / "vae"
@@ -323,9 +324,10 @@ class VAETrainer(Trainer):
             "data": {"path": str(self.data_path.resolve()),
                      "manifest_sha1": hashlib.sha1(manifest.read_bytes()).hexdigest() if manifest.is_file() else None,
                      "clips": {split: len(ds) for split, ds in datasets.items()}},
-            "architecture": {k: v for k, v in dict(ae.config).items()
-                             if k in ("base_dim", "decoder_base_dim", "dim_mult", "num_res_blocks",
-                                      "temperal_downsample", "z_dim")},
+            "architecture": {"class": type(ae).__name__, **{
+                k: v for k, v in dict(ae.config).items()
+                if k in ("base_dim", "decoder_base_dim", "dim_mult", "num_res_blocks", "temperal_downsample", "z_dim",
+                         "block_out_channels", "layers_per_block", "latent_channels", "norm_num_groups")}},
             "train": self.config.to_dict(), "vae": asdict(self.settings),
         }
 
