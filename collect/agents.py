@@ -203,6 +203,7 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
     require_sb3()
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from wantofight import outputs
 
@@ -224,6 +225,8 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
                 learning_rate=config.learning_rate, gamma=config.gamma, ent_coef=config.ent_coef, seed=config.seed,
                 policy_kwargs={"net_arch": list(config.net)}, device="cpu", verbose=0,
             )
+        # without a logger of its own, every learn() makes an empty /tmp/SB3-<date> folder and never removes it
+        model.set_logger(Logger(folder=None, output_formats=[]))
         done_steps = model.num_timesteps
         if start is None:
             save_model(model, checkpoint_path(out, 0), config)  # the untrained end of the ladder

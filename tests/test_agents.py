@@ -30,10 +30,19 @@ def one_line(output: str) -> str:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> Path:
-    """A tiny training run: 2 env subprocesses, a few hundred steps, checkpoints every 128."""
+    """A tiny training run: 2 env subprocesses, a few hundred steps, checkpoints every 128; it leaves
+    nothing in the temp folder (stable-baselines3's default logger makes an SB3-<date> folder per run)."""
+    import tempfile
+
     out = tmp_path_factory.mktemp("agents") / "run"
-    result = runner.invoke(app, ["agents", "train", "--out", str(out), "--steps", "300", *TINY])
+    temp, tempfile.tempdir = tempfile.tempdir, str(tmp_path_factory.mktemp("tmp"))
+    try:
+        result = runner.invoke(app, ["agents", "train", "--out", str(out), "--steps", "300", *TINY])
+        left = list(Path(tempfile.tempdir).glob("SB3-*"))
+    finally:
+        tempfile.tempdir = temp
     assert result.exit_code == 0, result.output
+    assert left == [], left
     return out
 
 
