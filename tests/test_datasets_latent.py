@@ -102,7 +102,7 @@ def test_encode_from_a_local_vae_folder_records_the_same_hash(ds_dir, latent_dir
 def test_encode_fails_in_one_line_on_bad_input(ds_dir, tmp_path):
     runner = CliRunner()
     for extra, message in ((["--vae", "tiny", "--frames", "12"], "1 + 8k"), (["--vae", "tiny", "--frames", "41"], "shorter than frames=41"),
-                           (["--vae", str(tmp_path / "none")], "no Wan VAE"),
+                           (["--vae", str(tmp_path / "none")], "no VAE at"),
                            (["--vae", "tiny", "--size", "big"], "HEIGHTxWIDTH"),
                            (["--vae", "tiny", "--size", "20x20"], "multiple of 8")):
         result = runner.invoke(app, ["encode", str(ds_dir), "--out", str(tmp_path / "x"), "--frames", "9", *extra])

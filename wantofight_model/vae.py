@@ -111,7 +111,8 @@ def load_vae_folder(path: str | Path, device: torch.device | str = "cpu",
                     dtype: torch.dtype = torch.float32) -> LatentVAE:
     """A saved game VAE or the Wan2.1 VAE from a local diffusers folder, whichever class it holds."""
     if not Path(path).exists():
-        raise FileNotFoundError(f"no VAE at {path}")
+        raise FileNotFoundError(f"no VAE at {path}: give a folder saved by `wtf train vae` or the Wan2.1 VAE's "
+                                "diffusers folder")
     if vae_folder_kind(path) == "frame":
         from wantofight_model.frame_vae import FrameAutoencoder, FrameVAE
 
