@@ -128,6 +128,38 @@ def dit_cost(variant: str) -> tuple[int, int]:
     return round(latent_frames), round(latent_frames * (128 // space // 2) ** 2)
 
 
+def generation_ms(folder: Path, variant: str, chunks: int = 6) -> float:
+    """Milliseconds per 8 frames of video that the recipe's DiT (width 128, random weights, 4-step chunks, one
+    thread) takes streaming through this VAE at 128x128: what the layout's latent grid costs the DiT."""
+    from dataclasses import replace
+
+    import numpy as np
+    import torch
+
+    from wantofight.inference.generation import LoadedGenerator, build_vae, stream_chunks
+    from wantofight_model.model import WanToFight
+    from wantofight_model.presets import get_preset
+
+    arch, _ = settings(variant)
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in arch.items() if k != "pretrained"}
+    base = get_preset("tiny")
+    config = replace(base, height=128, width=128, dim=128, ffn_dim=256,
+                     vae=replace(base.vae, **fields, pretrained=str(folder)))
+    torch.manual_seed(0)
+    model = WanToFight.from_config(config).eval().requires_grad_(False)
+    loaded = LoadedGenerator(model, build_vae(config), config, "stage3", variant)
+    prompt = torch.zeros(1, 3, 1, 128, 128)
+    refs = torch.zeros(1, 2, 3, config.clip_image_size, config.clip_image_size)
+    frames, t0 = 0, 0.0
+    for k, (chunk, _) in enumerate(stream_chunks(loaded, prompt, np.zeros((1 + 8 * chunks, 2), np.uint16), refs,
+                                                 steps=4)):
+        if k == 1:
+            t0 = time.perf_counter()  # chunk 1 warms up; time chunks 2..
+        elif k > 1:
+            frames += len(chunk)
+    return 8000 * (time.perf_counter() - t0) / frames
+
+
 def table(out: Path, reports: dict, probe: Path, windows: int) -> str:
     from wantofight.benchmark.report import fmt_ci
 
@@ -135,8 +167,8 @@ def table(out: Path, reports: dict, probe: Path, windows: int) -> str:
     by = {v["name"]: v for v in bench["variants"]}
     gains = bench.get("gain_over_first_frame", {}).get("variants", {})
     lines = ["| VAE | steps | train s | val PSNR / fighters' PSNR dB | probe state on round trip (originals) | "
-             "actor gain | single gain | x error px | latent frames / DiT tokens per s of video |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "actor gain | single gain | x error px | latent frames / DiT tokens per s of video | ms per 8 frames |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for variant, rep in reports.items():
         name = f"vae {variant}"
         v, g = by.get(name, {}), gains.get(name, {})
@@ -148,7 +180,7 @@ def table(out: Path, reports: dict, probe: Path, windows: int) -> str:
         lines.append(f"| {variant} | {rep['steps']} | {rep['train_seconds']:.0f} | {rep['psnr']['val']:.1f} / "
                      f"{rep['fighters_psnr']['val']:.1f} | {vae_probe.share(hits, 'state'):.3f} "
                      f"({vae_probe.share(hits, 'state_orig'):.3f}) | {cell('actor')} | {cell('single-action')} | "
-                     f"{x_err:.1f} | {lf} / {tokens} |")
+                     f"{x_err:.1f} | {lf} / {tokens} | {generation_ms(out / variant, variant):.0f} |")
     return "\n".join(lines)
 
 
@@ -157,7 +189,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0, help="training budget of each variant")
     parser.add_argument("--jobs", type=int, default=2, help="variants trained at once (one thread each)")
     parser.add_argument("--max-cases", type=int, default=2, help="benchmark cases per scenario")
-    parser.add_argument("--windows", type=int, default=3, help="probe windows per held-out episode")
+    parser.add_argument("--windows", type=int, default=1, help="probe windows per held-out episode")
     parser.add_argument("--only", default=",".join(VARIANTS), help="variants, comma-separated")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "vae-layouts")
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "learns" / "curriculum")
@@ -183,6 +215,9 @@ def main() -> None:
                     "--out", str(args.out / "report"), "--model", "emulator", "--model", "first-frame",
                     "--max-cases", str(args.max_cases), "--scenarios", "single-action,dual-action,static,jump_over",
                     "--no-lpips", "--videos", "0", "--resume", "--no-progress"], check=True, stdout=subprocess.DEVNULL)
+    import torch
+
+    torch.set_num_threads(1)
     print(table(args.out, reports, args.probe, args.windows))
 
 
