@@ -79,7 +79,7 @@ def main() -> int:
     data = SyntheticLatents(model_config, args.frames)
     t0 = time.perf_counter()
     trainer = Stage1Trainer(config, None, Path(tempfile.mkdtemp(prefix="wtf-gpu-train-")), device=args.device,
-                            progress=False, datasets={"train": data, "val": None})
+                            progress=False, datasets={"train": data, "val": None}).setup()
     build_s = time.perf_counter() - t0
     params = sum(p.numel() for p in trainer.model.dit.parameters())
 

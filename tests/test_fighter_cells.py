@@ -70,7 +70,7 @@ def test_the_loss_weights_the_fighter_cells(tmp_path, trainer_class, stage):
     losses, errors = {}, {}
     for weight in (0.0, 4.0):
         config = stage_config(stage, f"fighter_weight={weight}", "data.batch_size=8", "ema_decay=0.0")
-        trainer = trainer_class(config, None, tmp_path / f"{stage}-{weight}", datasets=data, progress=False)
+        trainer = trainer_class(config, None, tmp_path / f"{stage}-{weight}", datasets=data, progress=False).setup()
         batch = trainer.batch()
         with torch.no_grad():
             losses[weight] = float(trainer.loss(batch, 0, step=0)[0])

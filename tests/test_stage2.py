@@ -25,7 +25,7 @@ def stage1_run(tmp_path_factory):
 def test_each_chunk_gets_its_own_timestep_and_the_model_is_told(tmp_path, stage1_run):
     config = stage_config("stage2", "max_steps=1", "context.noise_prob=1.0")
     trainer = Stage2Trainer(config, None, tmp_path / "run", init_from=stage1_run, datasets=synthetic_datasets(),
-                            progress=False)
+                            progress=False).setup()
     seen = []
     handle = trainer.model.dit.register_forward_pre_hook(lambda m, args: seen.append((args[1].clone(), args[4])))
     batch = trainer.batch()
@@ -51,7 +51,7 @@ def test_context_chunks_are_low_noise_and_others_keep_diffusion_forcing(tmp_path
     for share in (0.5, 0.0):
         config = stage_config("stage2", "max_steps=1", f"context.chunk_share={share}", "context.chunk_sigma_max=0.1")
         trainer = Stage2Trainer(config, None, tmp_path / str(share), init_from=stage1_run,
-                                datasets=synthetic_datasets(), progress=False)
+                                datasets=synthetic_datasets(), progress=False).setup()
         draws[share] = [(trainer.draw(z, step, 0)[1], trainer.last_targets) for step in range(20)]
     chunk_frames = [[2 * c - 1, 2 * c] for c in range(1, 11)]
     picked = kept = 0
@@ -76,7 +76,7 @@ def test_context_chunks_carry_no_loss(tmp_path, stage1_run):
     not. Red with the loss taken over every chunk after chunk 0 (stage 1's reduction)."""
     config = stage_config("stage2", "max_steps=1", "context.chunk_share=0.5")
     trainer = Stage2Trainer(config, None, tmp_path / "run", init_from=stage1_run, datasets=synthetic_datasets(),
-                            progress=False)
+                            progress=False).setup()
     batch = trainer.batch()
 
     def has_context_chunk(step):
@@ -155,14 +155,14 @@ def test_stage2_binds_each_players_keys_to_that_players_blob(keyed_stage2):
 
 def test_init_from_stage1_takes_its_ema_weights_and_refuses_other_stages(tmp_path, stage1_run):
     trainer = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "a", init_from=stage1_run,
-                            datasets=synthetic_datasets(), progress=False)
+                            datasets=synthetic_datasets(), progress=False).setup()
     ema = checkpoints.read_tensors(checkpoints.latest_checkpoint(stage1_run), "ema.safetensors")
     state = trainer.model.dit.state_dict()
     assert all(torch.equal(state[k], v) for k, v in ema.items())
     trainer.fit()
     with pytest.raises(TrainError, match="stage2 checkpoint; stage2 starts from stage1"):
         Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "b", init_from=tmp_path / "a",
-                      datasets=synthetic_datasets(), progress=False)
+                      datasets=synthetic_datasets(), progress=False).setup()
 
 
 def test_stage2_resume_is_exact(tmp_path, stage1_run):

@@ -119,7 +119,7 @@ def test_one_rollout_loop_serves_inference_and_stage3(tmp_path, teacher, monkeyp
     loaded = LoadedGenerator(model, build_vae(model.config), model.config, "stage3", "test")
     masks = np.zeros((17, 2), np.uint16)
     trainer = Stage3Trainer(stage_config("stage3", "max_steps=1"), None, tmp_path / "run", teacher=teacher,
-                            dmd=DMDConfig(critic_steps=1), datasets=synthetic_datasets(), progress=False)
+                            dmd=DMDConfig(critic_steps=1), datasets=synthetic_datasets(), progress=False).setup()
     batch = trainer.batch()
     sys.setprofile(profile)
     try:
@@ -149,7 +149,7 @@ def test_gradient_flows_only_through_the_exit_step():
 def test_critic_and_generator_updates_follow_the_ttur_ratio(tmp_path, teacher):
     config = stage_config("stage3", "max_steps=2", "ema_decay=0.0")
     trainer = Stage3Trainer(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=3),
-                            datasets=synthetic_datasets(), progress=False)
+                            datasets=synthetic_datasets(), progress=False).setup()
     teacher_w = checkpoints.read_tensors(checkpoints.latest_checkpoint(teacher), "ema.safetensors")
     for net in (trainer.model.dit, trainer.critic, trainer.teacher):  # all three start as the teacher
         assert all(torch.equal(net.state_dict()[k], v) for k, v in teacher_w.items())
@@ -234,7 +234,7 @@ def test_stage3_overfits_one_batch(tmp_path, teacher):
     generator's DMD loss stays finite while the student moves."""
     config = stage_config("stage3", "max_steps=20", "optim.lr=1e-3", "ema_decay=0.0")
     trainer = OneBatch(config, None, tmp_path / "run", teacher=teacher, dmd=DMDConfig(critic_steps=3, critic_lr=5e-3),
-                       datasets=synthetic_datasets(), progress=False)
+                       datasets=synthetic_datasets(), progress=False).setup()
     before = {k: v.clone() for k, v in trainer.model.dit.state_dict().items()}
     trainer.fit()
     records = read_metrics(tmp_path / "run")
@@ -273,7 +273,7 @@ def test_stage3_student_catches_up_with_a_teacher_overfit_on_one_batch(tmp_path)
     teacher.fit()
     config = stage_config("stage3", "max_steps=30", "optim.lr=1e-3", "ema_decay=0.0")
     student = CatchesUp(config, None, tmp_path / "run", teacher=tmp_path / "teacher",
-                        dmd=DMDConfig(critic_steps=3, critic_lr=5e-3), datasets=synthetic_datasets(), progress=False)
+                        dmd=DMDConfig(critic_steps=3, critic_lr=5e-3), datasets=synthetic_datasets(), progress=False).setup()
     assert student.batch()["clip_id"] == teacher.batch()["clip_id"]
     teacher_distance = student.distance()
     teacher_at_100 = tmp_path / "teacher" / "checkpoints" / ckpt.checkpoint_name(100)

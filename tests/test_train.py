@@ -111,7 +111,7 @@ def test_validation_also_scores_the_val_windows_with_the_keys_released_and_swapp
 
     datasets = {"train": KeyedBlobDataset(), "val": KeyedBlobDataset(seed=1)}
     trainer = KeyedBatch(tiny_config("max_steps=20", *KEYED_SETS), None, tmp_path / "run", datasets=datasets,
-                         progress=False)
+                         progress=False).setup()
     with torch.no_grad():
         before = tier_losses(trainer, datasets["val"])
     assert before["val_loss_released"] == before["val_loss"] == before["val_loss_swapped"], before
@@ -205,7 +205,7 @@ def test_resume_without_a_checkpoint_and_a_reused_run_dir_fail_clearly(tmp_path)
               datasets=synthetic_datasets(), progress=False)
     other = tiny_config("max_steps=2", "model.ffn_dim=96")
     with pytest.raises(TrainError, match="different ffn_dim"):
-        Stage1Trainer(other, None, tmp_path / "run", resume=True, datasets=synthetic_datasets(), progress=False)
+        Stage1Trainer(other, None, tmp_path / "run", resume=True, datasets=synthetic_datasets(), progress=False).setup()
 
 
 def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_path, monkeypatch):
@@ -228,14 +228,34 @@ def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_pat
     assert model_differences({**named("runs/vae"), "dim": 32}, named("runs/vae")) == ["dim=32"]
 
 
+def test_the_constructor_calls_nothing_a_stage_overrides_and_setup_builds_the_parts(tmp_path, monkeypatch):
+    """A stage's own state may be set before or after `super().__init__`: the constructor records the run's
+    settings, and `setup()` (which `fit()` calls) builds the model, the data and the optimiser."""
+    from wantofight.train.trainer import Trainer
+
+    hooks = ("build_model", "trained_module", "build_optimizer", "build_scheduler", "load", "batch", "loss", "step",
+             "sample", "validate", "checkpoint_config", "trainer_state", "save", "_record")
+    called = []
+    for name in hooks:
+        original = getattr(Stage1Trainer, name)
+        monkeypatch.setattr(Stage1Trainer, name, lambda self, *a, _f=original, _n=name, **k: (called.append(_n),
+                                                                                             _f(self, *a, **k))[1])
+    trainer = Stage1Trainer(tiny_config(), None, tmp_path / "run", datasets=synthetic_datasets(), progress=False)
+    assert called == [] and not (tmp_path / "run").exists()
+    assert trainer.setup() is trainer and trainer.setup() is trainer  # idempotent
+    assert called[0] == "build_model" and set(called) == {"build_model", "trained_module", "build_optimizer",
+                                                          "build_scheduler"}
+    assert isinstance(trainer, Trainer) and trainer.data.sampler is not None and (tmp_path / "run").is_dir()
+
+
 def test_data_that_disagrees_with_the_preset_is_refused_naming_both_sides(tmp_path):
     wrong = SyntheticLatentDataset(4)
     wrong.shape = (16, wrong.F, 6, 6)  # 48x48 pixels encoded; the tiny preset is 64x64
     with pytest.raises(DataError, match="48x48 pixels.*64x64"):
-        Stage1Trainer(tiny_config(), None, tmp_path / "a", datasets={"train": wrong, "val": None}, progress=False)
+        Stage1Trainer(tiny_config(), None, tmp_path / "a", datasets={"train": wrong, "val": None}, progress=False).setup()
     with pytest.raises(DataError, match="items hold 17 frames, data.frames is 33"):
         Stage1Trainer(tiny_config("data.frames=33"), None, tmp_path / "b", datasets=synthetic_datasets(),
-                      progress=False)
+                      progress=False).setup()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,13 +292,13 @@ def test_init_from_loads_a_wan_checkpoint_into_the_backbone_and_a_bad_one_fails(
     donor = WanToFight.from_config(tiny_config().model_config()).dit.backbone_state_dict()
     save_file({k: v.contiguous() for k, v in donor.items()}, str(tmp_path / "wan.safetensors"))
     trainer = Stage1Trainer(tiny_config(), None, tmp_path / "run", init_from=tmp_path / "wan.safetensors",
-                            datasets=synthetic_datasets(), progress=False)
+                            datasets=synthetic_datasets(), progress=False).setup()
     mine = trainer.model.dit.state_dict()
     assert all(torch.equal(mine[k], v) for k, v in donor.items())
     save_file({"blocks.0.self_attn.q.weight": torch.zeros(3, 3)}, str(tmp_path / "bad.safetensors"))
     with pytest.raises(TrainError, match="--init-from .*bad.safetensors"):
         Stage1Trainer(tiny_config(), None, tmp_path / "run2", init_from=tmp_path / "bad.safetensors",
-                      datasets=synthetic_datasets(), progress=False)
+                      datasets=synthetic_datasets(), progress=False).setup()
 
 
 @pytest.mark.slow

@@ -279,7 +279,7 @@ def test_a_latent_cache_of_the_game_vae_trains_only_a_model_that_names_it(ds_dir
     sets = ["data.frames=9", "data.batch_size=1", f"model.vae.pretrained={vae_dir.resolve()}",
             "data.curriculum=[{until: null, weights: {full-match: 1.0}}]"]
     trainer = Stage1Trainer(resolve("stage1", "tiny", tmp_path / "r1", False, sets=sets), lat, tmp_path / "r1",
-                            progress=False)
+                            progress=False).setup()
     assert trainer.source == "latents" and same_weights(trainer.get_vae(), WanVAE.from_pretrained(vae_dir))
 
 

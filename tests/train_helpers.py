@@ -203,7 +203,8 @@ def gradients_after_one_micro_batch(out_dir, global_batch: int, rank: int = 0, w
 
     torch.set_num_threads(1)
     config = tiny_config(f"data.batch_size={global_batch // world}", "ema_decay=0.0", "max_steps=2")
-    trainer = Stage1Trainer(config, None, Path(out_dir) / f"rank{rank}", datasets=synthetic_datasets(), progress=False)
+    trainer = Stage1Trainer(config, None, Path(out_dir) / f"rank{rank}", datasets=synthetic_datasets(),
+                            progress=False).setup()
     trainer.wrapped.train()
     batch = trainer.batch()
     loss, _ = trainer.loss(batch, micro=0)

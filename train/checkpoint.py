@@ -23,7 +23,7 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -164,3 +164,79 @@ def read_torch(path: Path, name: str) -> Any:
 def read_rng(path: Path, rank: int) -> dict[str, Any] | None:
     file = Path(path) / f"rng_rank{rank}.pt"
     return read_torch(path, file.name) if file.exists() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The run folder: the trainer's checkpointing part
+# ---------------------------------------------------------------------------------------------
+
+class RunFolder:
+    """Where a run's checkpoints go, and the collective write of one.
+
+    `output` is the folder the user named; `path` is where the run writes: `output` itself, or with
+    --overwrite a staging folder beside it that replaces `output` once the run is complete
+    (wantofight/outputs.py). Every rank calls `write` (a barrier between the ranks' parts)."""
+
+    def __init__(self, output: Path, path: Path):
+        self.output, self.path = Path(output), Path(path)
+
+    @classmethod
+    def claim(cls, output: Path, overwrite: bool, resume: bool) -> RunFolder:
+        from wantofight import outputs
+        from wantofight.inference.checkpoints import latest_checkpoint
+
+        path = outputs.claim(output, overwrite, resume=resume, resumable=latest_checkpoint(output) is not None)
+        return cls(output, path)
+
+    def resume_point(self, resume: bool) -> Path | None:
+        """The checkpoint --resume continues (None for a fresh run); a fresh run into a folder that holds
+        checkpoints, or --resume with none, is refused in one line."""
+        from wantofight.inference.checkpoints import latest_checkpoint
+        from wantofight.train.errors import TrainError
+
+        found = latest_checkpoint(self.path)
+        if resume and found is None:
+            raise TrainError(f"--resume: {self.path} holds no complete checkpoint "
+                             f"({self.path / CHECKPOINT_DIR} is missing or empty); start without --resume")
+        if not resume and found is not None:
+            raise TrainError(f"{self.path} already holds checkpoints (latest {found.name}); pass --resume to "
+                             "continue that run or choose another --out")
+        return found
+
+    def create(self, dist) -> None:
+        """Make the folder once every rank has claimed it (a run that fails to start leaves no empty --out)."""
+        from wantofight.train import distributed as dist_utils
+
+        dist_utils.barrier(dist)
+        if dist.is_main:
+            self.path.mkdir(parents=True, exist_ok=True)
+
+    def write(self, step: int, dist, keep_last: int, main: Callable[[], dict]) -> Path | None:
+        """Checkpoint `step`: each rank's RNG, and from the main rank `write_main(**main())`. `main` is called
+        on the main rank only, after the staging folder exists. The checkpoint's path on the main rank."""
+        from wantofight.train import distributed as dist_utils
+
+        tmp = staging_dir(self.path, step)
+        if dist.is_main:
+            begin(self.path, step)
+        dist_utils.barrier(dist)
+        write_rank_state(tmp, dist.rank)
+        final = None
+        if dist.is_main:
+            write_main(tmp, **main())
+        dist_utils.barrier(dist)
+        if dist.is_main:
+            final = commit(self.path, tmp, step, keep_last)
+        dist_utils.barrier(dist)
+        return final
+
+    def complete(self, dist) -> None:
+        """A complete --overwrite run replaces the old `output` now."""
+        from wantofight import outputs
+        from wantofight.train import distributed as dist_utils
+
+        if self.path != self.output:
+            if dist.is_main:
+                outputs.swap_in(self.path, self.output)
+            dist_utils.barrier(dist)
+            self.path = self.output

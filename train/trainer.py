@@ -8,7 +8,15 @@ A stage subclasses `Trainer` and overrides only what differs (STYLE.md, torchtit
     loss()    the stage's objective on one micro-batch -> (scalar, per-sample losses)
     step()    one optimiser step: grad_accum x (batch, loss, backward), clip, AdamW, LR, EMA
     sample()  latents generated for the validation video
-Everything else (checkpoints, exact resume, torchrun, logging, validation) lives here once.
+Everything else is a part the trainer holds, built once in `setup()` (which `fit()` calls; the
+constructor only records the run's settings, so a subclass may set its own state before or after it):
+    folder      the run folder and the collective checkpoint write (train/checkpoint.py `RunFolder`)
+    data        datasets, curriculum sampler, loader (train/data_feed.py `DataFeed`)
+    run_log     console notes, progress bar, metrics.jsonl (train/run_log.py `RunLog`)
+    validation  when validation is due and what it measures (train/validation.py `Validation`)
+What a checkpoint holds beyond the network, optimiser and schedule is the stage's to add
+(`checkpoint_config`, `trainer_state`, `load`), as is how its network is built (`build_model`,
+`trained_module`, `build_optimizer`); `setup()` calls those, never the constructor.
 
 Randomness: every noise draw of a sample is seeded from (seed, step, micro-batch, global sample
 index), so a run gives the same losses whether interrupted or not, and whether its global batch is
@@ -23,26 +31,25 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from wantofight import outputs
 from wantofight.datasets.loader import frames_to_model
 from wantofight.inference import checkpoints
 from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
+from wantofight.train.checkpoint import RunFolder
 from wantofight.train.config import TrainConfig, format_config
+from wantofight.train.data_feed import DataFeed, fit_curriculum  # noqa: F401  (fit_curriculum: tests import it here)
 from wantofight.train.ema import EMA
-from wantofight.train.metrics import MetricsWriter
+from wantofight.train.errors import TrainError
+from wantofight.train.run_log import RunLog
+from wantofight.train.validation import Validation
 
 KEY_LAYOUT_VERSION = 1  # docs/contracts.md; datasets record the version they used
-
-
-class TrainError(RuntimeError):
-    """A run that cannot start or continue; the message says what to change."""
 
 
 def fit_summary(result: dict) -> str:
@@ -80,29 +87,6 @@ def sample_seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(2, np.uint64)[0] >> 1)
 
 
-def fit_curriculum(phases: list[dict], tiers: set[str]) -> tuple[list[dict], list[str]]:
-    """The curriculum phases restricted to the tiers the data holds, and notes saying what changed.
-
-    A tier the data lacks is dropped from every phase; a phase left without tiers is skipped (its steps
-    go to the next phase kept); the last phase kept runs to the end (`until` None). Empty when no phase
-    uses a tier the data holds.
-    """
-    notes = []
-    absent = sorted({t for p in phases for t in p["weights"]} - tiers)
-    if absent:
-        notes.append(f"the train split has no {', '.join(absent)} clips; the curriculum phases use the other tiers")
-    kept = []
-    for number, phase in enumerate(phases, start=1):
-        weights = {t: w for t, w in phase["weights"].items() if t in tiers}
-        if weights:
-            kept.append({**phase, "weights": weights})
-        else:
-            notes.append(f"curriculum phase {number} ({', '.join(phase['weights'])} only) skipped: the train split has none")
-    if kept:
-        kept[-1]["until"] = None
-    return kept, notes
-
-
 class Trainer:
     """Shared skeleton. Subclasses set `stage` and `attention` and implement `loss()`."""
 
@@ -112,72 +96,74 @@ class Trainer:
     """Validation also scores the val windows with the keys released and swapped (train/validation.py):
     meaningful for a loss that reconstructs the clip under its keys."""
 
+    validation_part = Validation
+    """The validation part's class (the VAE trainer holds one that measures PSNR instead)."""
+    claims_output = True
+    """The trainer claims `run_dir` (`outputs.claim`); False when its caller already has (`wtf train vae`)."""
+
     def __init__(self, config: TrainConfig, data: str | Path | None, run_dir: str | Path, *, resume: bool = False,
                  init_from: str | Path | None = None, device: str | None = None, progress: bool = True,
                  datasets: dict[str, Any] | None = None, overwrite: bool = False):
+        """Records the run's settings, claims its folder and finds the checkpoint --resume continues (both
+        refused here in one line); the model, data and optimiser are built by
+        `setup()` (called by `fit()`), so nothing a subclass overrides runs here."""
         self.config = config
-        self.output = Path(run_dir)
-        self.run_dir = self.claim_run_dir(self.output, resume, overwrite)
         self.data_path = Path(data) if data is not None else None
-        self.show_progress = progress
         self.dist = dist_utils.setup(device)
         self.device = self.dist.device
         self.model_config = config.model_config()
         self.bf16 = config.precision == "bf16" or (config.precision == "auto" and self.device.type == "cuda")
+        self.folder = RunFolder.claim(run_dir, overwrite, resume) if self.claims_output else RunFolder(run_dir, run_dir)
+        self.run_log = RunLog(self.stage, main=self.dist.is_main, show_progress=progress, log_every=config.log_every)
+        self._resume_from = self.folder.resume_point(resume)  # refused here, before anything is built
         self.step_count = 0
         self.samples_seen = 0
+        self.vae = None
+        self._settings = {"init_from": init_from, "datasets": datasets}
+        self._ready = False
         self._encode_s = 0.0
         self._stop = False
         self._stage_latent: torch.Tensor | None = None
         self._fighter_rows: tuple[float, float] | None = None
 
-        resume_from = self._check_run_dir(resume)
+    @property
+    def run_dir(self) -> Path:
+        """Where the run writes (the staging folder of an --overwrite run until it completes)."""
+        return self.folder.path
+
+    @property
+    def output(self) -> Path:
+        return self.folder.output
+
+    @property
+    def latest(self) -> dict:
+        return self.run_log.latest
+
+    def setup(self) -> Trainer:
+        """Build the parts, in order: seeds, model, data, parallel wrapper, optimiser, schedule, EMA, the
+        resumed state, the sampler, the run folder, the metrics file. Idempotent; returns the trainer."""
+        if self._ready:
+            return self
+        config, resume_from = self.config, self._resume_from
         self._seed_everything(config.seed)
-        self.model = self.build_model(init_from)
-        self.vae = None
-        self.datasets = datasets if datasets is not None else self.build_datasets()
-        self.source = "latents" if self._is_latent(self.datasets["train"]) else "clips"
-        self.check_data(self.datasets["train"])
-        if config.validation.every and self.datasets.get("val") is None:
-            self.log("[yellow]note:[/] the data has no val split for the curriculum's tiers: validation is skipped")
-        strategy = dist_utils.resolve_parallel(config.parallel, config.preset, self.dist)
-        self.parallel = strategy
-        self.wrapped = dist_utils.wrap(self.trained_module(), strategy, self.dist, self.bf16)
+        self.model = self.build_model(self._settings["init_from"])
+        self.data = DataFeed(config, self.model_config, self.data_path, self.dist, self.device, self.log,
+                             self._settings["datasets"])
+        self.datasets, self.source = self.data.datasets, self.data.source
+        self.validation = self.validation_part(config.validation, self.datasets, config.max_steps)
+        self.parallel = dist_utils.resolve_parallel(config.parallel, config.preset, self.dist)
+        self.wrapped = dist_utils.wrap(self.trained_module(), self.parallel, self.dist, self.bf16)
         self.optimizer = self.build_optimizer()
         self.scheduler = self.build_scheduler()
         self.ema = EMA(self._trainable(), config.ema_decay) if config.ema_decay > 0 else None
         if resume_from is not None:
             self.load(resume_from)
-        self.sampler = self.build_sampler(self.step_count * config.optim.grad_accum)
-        if resume_from is not None:
-            self.sampler.load_state_dict(ckpt.read_torch(resume_from, "trainer.pt")["sampler"])
-        self.loader = self.build_loader(self.datasets["train"], self.sampler)
-        self._iter: Iterator | None = None
-        dist_utils.barrier(self.dist)  # every rank has claimed the run folder before any rank writes into it
-        if self.dist.is_main:  # only now: a run that fails to start (bad --data, …) leaves no empty --out
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.metrics = MetricsWriter(self.run_dir, enabled=self.dist.is_main,
-                                     resume_step=self.step_count if resume_from is not None else None)
-
-    # ------------------------------------------------------------------------------------------
-    # Setup
-    # ------------------------------------------------------------------------------------------
-
-    def claim_run_dir(self, out: Path, resume: bool, overwrite: bool) -> Path:
-        """The folder checkpoints go to: `out`, or with --overwrite a staging folder beside it that
-        replaces `out` once the run is complete (wantofight/outputs.py)."""
-        return outputs.claim(out, overwrite, resume=resume, resumable=checkpoints.latest_checkpoint(out) is not None)
-
-    def _check_run_dir(self, resume: bool) -> Path | None:
-        found = checkpoints.latest_checkpoint(self.run_dir)
-        if resume and found is None:
-            raise TrainError(f"--resume: {self.run_dir} holds no complete checkpoint "
-                             f"({self.run_dir / checkpoints.CHECKPOINT_DIR} is missing or empty); "
-                             "start without --resume")
-        if not resume and found is not None:
-            raise TrainError(f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to "
-                             "continue that run or choose another --out")
-        return found
+        self.data.start(self.step_count,
+                        ckpt.read_torch(resume_from, "trainer.pt")["sampler"] if resume_from is not None else None)
+        self.folder.create(self.dist)  # every rank has claimed it before any rank writes into it
+        self.run_log.open(self.run_dir, self.step_count if resume_from is not None else None)
+        self._ready = True
+        return self
 
     def _seed_everything(self, seed: int) -> None:
         import random
@@ -236,69 +222,6 @@ class Trainer:
     # ------------------------------------------------------------------------------------------
     # Data
     # ------------------------------------------------------------------------------------------
-
-    def build_datasets(self) -> dict[str, Any]:
-        """train / val datasets from `--data`: a curriculum DS_DIR (clips) or a latent cache."""
-        from wantofight.train.data import open_datasets
-
-        if self.data_path is None:
-            raise TrainError("no --data given")
-        return open_datasets(self.data_path, self.config, self.model_config)
-
-    @staticmethod
-    def _is_latent(dataset) -> bool:
-        return type(dataset).__name__.startswith("Latent") or getattr(dataset, "is_latent", False)
-
-    def check_data(self, dataset) -> None:
-        """Fail early, with both sides named, when the data and the preset disagree."""
-        from wantofight.train.data import check_item
-
-        if len(dataset) == 0:
-            raise TrainError(f"the train split of {self.data_path} is empty")
-        check_item(dataset[0], self.config, self.model_config, str(self.data_path))
-
-    def build_sampler(self, start_step: int):
-        """Curriculum batch sampler; `until` of each phase is in optimiser steps (scaled by grad_accum)."""
-        from wantofight.train.data import datasets_api
-
-        CurriculumSampler, CurriculumSchedule = datasets_api("CurriculumSampler"), datasets_api("CurriculumSchedule")
-
-        accum = self.config.optim.grad_accum
-        phases = [{"until": None if p.get("until") is None else int(p["until"]) * accum,
-                   "weights": dict(p["weights"])} for p in self.config.data.curriculum]
-        tiers = set(self.datasets["train"].item_tiers)
-        phases, notes = fit_curriculum(phases, tiers)
-        for note in notes:  # a small dataset may lack a tier (said aloud, docs/training.md "Curriculum")
-            self.log(f"[yellow]note:[/] {note}")
-        if not phases:
-            raise TrainError(
-                f"no curriculum phase uses a tier the train split of {self.data_path} holds (it holds "
-                f"{', '.join(sorted(tiers)) or 'no clips'}); add such clips or set data.curriculum in a --config file")
-        schedule = CurriculumSchedule.from_dict({"phases": phases})
-        try:
-            return CurriculumSampler(self.datasets["train"].item_tiers, schedule, self.config.data.batch_size,
-                                     seed=self.config.seed, rank=self.dist.rank, world_size=self.dist.world_size,
-                                     start_step=start_step)
-        except ValueError as err:  # e.g. a tier with fewer clips than one global batch
-            raise TrainError(str(err)) from None
-
-    def build_loader(self, dataset, sampler):
-        from wantofight.train.data import datasets_api
-
-        make_loader = datasets_api("make_loader")
-
-        workers = self.config.data.num_workers
-        return make_loader(dataset, sampler, num_workers=workers, pin_memory=self.device.type == "cuda",
-                           persistent_workers=workers > 0)
-
-    def next_raw(self) -> dict:
-        if self._iter is None:
-            self._iter = iter(self.loader)
-        try:
-            return next(self._iter)
-        except StopIteration:  # a finite sampler: start another pass from where it stands
-            self._iter = iter(self.loader)
-            return next(self._iter)
 
     def get_vae(self):
         """The VAE (encode clips on the fly, decode validation videos); built once, frozen."""
@@ -377,7 +300,7 @@ class Trainer:
 
     def batch(self) -> dict:
         """One micro-batch of this rank, in model space, on the device."""
-        return self.to_model_space(self.next_raw())
+        return self.to_model_space(self.data.next())
 
     def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean loss, per-sample losses (B,)) of one micro-batch; the stage's objective. `step` seeds the
@@ -457,10 +380,7 @@ class Trainer:
             torch.cuda.synchronize(self.device)
 
     def log(self, message: str) -> None:
-        if self.dist.is_main:
-            from rich.console import Console
-
-            Console(stderr=True).print(message, highlight=False, soft_wrap=True)
+        self.run_log.print(message)
 
     # ------------------------------------------------------------------------------------------
     # The loop
@@ -472,21 +392,21 @@ class Trainer:
         Ctrl-C (SIGINT) or SIGTERM (cluster pre-emption) finishes the running step, writes a checkpoint
         and raises KeyboardInterrupt; a second Ctrl-C stops at once without saving.
         """
+        self.setup()
         c = self.config
         self.log(f"[bold]{self.stage}[/] preset={c.preset} source={self.source} parallel={self.parallel} "
                  f"world={self.dist.world_size} device={self.device} bf16={self.bf16}\n{format_config(c)}")
         self._stop = False
-        self.latest: dict = {}  # the last step's metrics, validation's included: the run's last line quotes them
         previous = self._install_signal_handlers()
         last_saved = self.step_count
         stopping = False
         try:
-            with self._progress() as progress:
+            with self.run_log.progress(c.max_steps, self.step_count) as progress:
                 while self.step_count < c.max_steps and not stopping:
                     stats = self._run_step()
                     self.step_count += 1
                     self.samples_seen += stats.samples
-                    extra = self.validate() if self._validation_due() else {}
+                    extra = self.validate() if self.validation.due(self.step_count) else {}
                     self._record(stats, progress, extra)
                     if self.step_count % c.checkpoint.every == 0:
                         self.save()
@@ -494,17 +414,13 @@ class Trainer:
                     stopping = dist_utils.any_rank(self._stop, self.dist)  # all ranks stop after the same step
         finally:
             self._restore_signal_handlers(previous)
-            self.metrics.close()
+            self.run_log.close()
         if self.step_count != last_saved:  # the same decision on every rank (save is collective)
             self.save()
         if self._stop or stopping:
             self.log(f"stopped at step {self.step_count}; checkpoint written: continue with --resume")
             raise KeyboardInterrupt
-        if self.run_dir != self.output:  # an --overwrite run, complete: it replaces the old one now
-            if self.dist.is_main:
-                outputs.swap_in(self.run_dir, self.output)
-            dist_utils.barrier(self.dist)
-            self.run_dir = self.output
+        self.folder.complete(self.dist)  # an --overwrite run, complete: it replaces the old one now
         result = {"step": self.step_count, "run_dir": str(self.run_dir),
                   **{k: self.latest[k] for k in ("loss", "val_loss", "val_loss_released") if k in self.latest}}
         line = self.last_line(result)
@@ -540,47 +456,20 @@ class Trainer:
         except torch.OutOfMemoryError as err:
             raise TrainError(f"{OOM_HINT} ({str(err).splitlines()[0]})") from err
 
-    def _validation_due(self) -> bool:
-        v = self.config.validation
-        if v.every == 0 or "val" not in self.datasets or self.datasets["val"] is None:
-            return False
-        return self.step_count % v.every == 0 or self.step_count == self.config.max_steps
-
     def _record(self, stats: StepStats, progress, extra: dict) -> None:
         seconds = stats.data_s + stats.encode_s + stats.compute_s
         counts = {t: stats.tiers.count(t) for t in sorted(set(stats.tiers))}
-        record = {"step": self.step_count, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
-                  "samples": self.samples_seen, "samples_per_s": stats.samples / max(seconds, 1e-9),
-                  "it_per_s": 1.0 / max(seconds, 1e-9), "data_s": stats.data_s, "encode_s": stats.encode_s,
-                  "compute_s": stats.compute_s,
-                  "tiers": counts, **extra}
-        self.metrics.write(record)
-        self.latest.update(record)
-        if progress is not None and self.step_count % self.config.log_every == 0:
-            progress.update(completed=self.step_count,
-                            stats=f"loss {stats.loss:.4f}  {record['it_per_s']:.2f} it/s  "
-                                  f"{record['samples_per_s']:.2f} samples/s")
-
-    def _progress(self):
-        from wantofight.progress import Progress
-
-        shown = self.show_progress and self.dist.is_main
-        return Progress(self.stage, self.config.max_steps, "steps", "{stats}", enabled=shown, eta=True,
-                        completed=self.step_count, stats="")
+        self.run_log.record({"step": self.step_count, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
+                             "samples": self.samples_seen, "samples_per_s": stats.samples / max(seconds, 1e-9),
+                             "it_per_s": 1.0 / max(seconds, 1e-9), "data_s": stats.data_s, "encode_s": stats.encode_s,
+                             "compute_s": stats.compute_s, "tiers": counts, **extra}, progress)
 
     # ------------------------------------------------------------------------------------------
     # Validation
     # ------------------------------------------------------------------------------------------
 
     def validate(self) -> dict:
-        from wantofight.train.validation import run_validation
-
-        self.wrapped.eval()
-        try:
-            result = run_validation(self)
-        finally:
-            self.wrapped.train()
-        return result
+        return self.validation.run(self)
 
     # ------------------------------------------------------------------------------------------
     # Checkpoints
@@ -593,33 +482,22 @@ class Trainer:
                 "key_layout_version": KEY_LAYOUT_VERSION, "source": self.source}
 
     def trainer_state(self) -> dict:
-        # the DataLoader prefetches ahead of training, so the data position is the next step to train
-        data_step = self.step_count * self.config.optim.grad_accum
         return {"step": self.step_count, "samples_seen": self.samples_seen,
-                "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(step=data_step)}
+                "scheduler": self.scheduler.state_dict(), "sampler": self.data.state_dict(self.step_count)}
 
     def save(self) -> Path | None:
         """Write a checkpoint of the current step (collective under FSDP: every rank must call it)."""
-        info = self.dist
         model_state = dist_utils.model_state(self.wrapped)
         optim_state = dist_utils.optimizer_state(self.wrapped, self.optimizer)
         ema_state = self.ema.state_dict() if self.ema is not None else None
-        tmp = ckpt.staging_dir(self.run_dir, self.step_count)
-        if info.is_main:
-            ckpt.begin(self.run_dir, self.step_count)
-        dist_utils.barrier(info)
-        ckpt.write_rank_state(tmp, info.rank)
-        final = None
-        if info.is_main:
+
+        def main() -> dict:
             ref = None if self.model_config.clip_pretrained or not hasattr(self.model, "reference_encoder") else \
                 {k: v.detach().cpu() for k, v in self.model.reference_encoder.state_dict().items()}
-            ckpt.write_main(tmp, config=self.checkpoint_config(), model=model_state, optimizer=optim_state,
-                            trainer=self.trainer_state(), ema=ema_state, reference_encoder=ref)
-        dist_utils.barrier(info)
-        if info.is_main:
-            final = ckpt.commit(self.run_dir, tmp, self.step_count, self.config.checkpoint.keep_last)
-        dist_utils.barrier(info)
-        return final
+            return {"config": self.checkpoint_config(), "model": model_state, "optimizer": optim_state,
+                    "trainer": self.trainer_state(), "ema": ema_state, "reference_encoder": ref}
+
+        return self.folder.write(self.step_count, self.dist, self.config.checkpoint.keep_last, main)
 
     def check_checkpoint(self, path: Path) -> None:
         saved = checkpoints.read_config(path)

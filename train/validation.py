@@ -143,11 +143,32 @@ def write_mp4(video: np.ndarray, path: Path, fps: int) -> None:
     tmp.replace(path)
 
 
-def run_validation(trainer) -> dict:
-    dataset = trainer.datasets.get("val")
-    result = tier_losses(trainer, dataset)
-    if trainer.config.validation.video:
-        path = trainer.run_dir / "val" / f"step_{trainer.step_count:08d}.mp4"
-        validation_video(trainer, dataset, path)
-        result["val_video"] = str(path)
-    return result
+class Validation:
+    """The trainer's validation part: when it is due, and what it measures (the stage's loss on the val
+    split per tier, with the keys released and swapped, and a video). A trainer whose network is scored
+    otherwise (the VAE's PSNR) holds a subclass with its own `measure`."""
+
+    def __init__(self, settings, datasets: dict, max_steps: int):
+        self.settings, self.datasets, self.max_steps = settings, datasets, max_steps
+
+    def due(self, step: int) -> bool:
+        if self.settings.every == 0 or self.datasets.get("val") is None:
+            return False
+        return step % self.settings.every == 0 or step == self.max_steps
+
+    def run(self, trainer) -> dict:
+        """The figures of one validation, with the trained network in eval mode meanwhile."""
+        trainer.wrapped.eval()
+        try:
+            return self.measure(trainer)
+        finally:
+            trainer.wrapped.train()
+
+    def measure(self, trainer) -> dict:
+        dataset = self.datasets.get("val")
+        result = tier_losses(trainer, dataset)
+        if self.settings.video:
+            path = trainer.run_dir / "val" / f"step_{trainer.step_count:08d}.mp4"
+            validation_video(trainer, dataset, path)
+            result["val_video"] = str(path)
+        return result

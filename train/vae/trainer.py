@@ -20,15 +20,36 @@ from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its check
 from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, TrainConfig, split_sets
 from wantofight.train.trainer import StepStats, Trainer, TrainError
+from wantofight.train.validation import Validation
 from wantofight.datasets.sampler import eval_indices
 from wantofight.train.vae.config import REPORT_FORMAT, VAETrainConfig, default_config, resolve_vae_settings
 from wantofight.train.vae.losses import Reconstruction, fighter_mask, reconstruction_loss, stage_picture
 from wantofight.train.vae.measure import latent_statistics, measure
 
+class ReconstructionValidation(Validation):
+    """The VAE's validation part: PSNR of the whole frame, the last frames and the fighters on the fixed
+    held-out windows (train/vae/measure.py), from the main rank."""
+
+    def run(self, trainer) -> dict:
+        if not trainer.dist.is_main:
+            return {}
+        split, dataset = trainer.eval_split()
+        trainer.model.eval()
+        try:
+            result = measure(trainer.wrapped_vae(), dataset, trainer.settings.eval_windows, trainer.size,
+                             stage=trainer.stage_image(), rows=trainer.fighter_rows())
+        finally:
+            trainer.model.train()
+        return {f"{split}_psnr": result["psnr"], f"{split}_last_psnr": result["last_psnr"],
+                f"{split}_fighters_psnr": result["fighters_psnr"]}
+
+
 class VAETrainer(Trainer):
     """The skeleton with `Reconstruction(AutoencoderKLWan)` as its network (module docstring)."""
 
     stage = "vae"
+    claims_output = False  # it runs in the staging folder: train_vae checked it and the VAE folder
+    validation_part = ReconstructionValidation
 
     def __init__(self, config: TrainConfig, data, out, *, settings: VAETrainConfig | None = None,
                  resume: bool = False, overwrite: bool = False, **kwargs):
@@ -50,9 +71,6 @@ class VAETrainer(Trainer):
         self.started = time.perf_counter()
         self._micro = 0
         super().__init__(config, data, run_dir, resume=resume, **kwargs)
-
-    def claim_run_dir(self, out: Path, resume: bool, overwrite: bool) -> Path:
-        return out  # the staging folder already: train_vae checked it and the VAE folder
 
     # ---- the network ----
     def build_model(self, init_from) -> nn.Module:
@@ -97,7 +115,7 @@ class VAETrainer(Trainer):
         """A random `clip_frames` run and `crop` square of each window: {"frames" (B, 3, t, c, c), ...}."""
         from wantofight.datasets.loader import frames_to_model
 
-        raw = self.next_raw()
+        raw = self.data.next()
         frames = frames_to_model(raw["frames"].to(self.device), self.size)  # (B, T, 3, H, W)
         s, (H, W) = self.settings, self.size
         fighters = (fighter_mask(frames.transpose(1, 2), self.stage_image().to(frames), self.fighter_rows())
@@ -196,19 +214,6 @@ class VAETrainer(Trainer):
             return "val", self.datasets["val"]
         return "train", self.datasets["train"]
 
-    def validate(self) -> dict:
-        if not self.dist.is_main:
-            return {}
-        split, dataset = self.eval_split()
-        self.model.eval()
-        try:
-            result = measure(self.wrapped_vae(), dataset, self.settings.eval_windows, self.size, stage=self.stage_image(),
-                             rows=self.fighter_rows())
-        finally:
-            self.model.train()
-        return {f"{split}_psnr": result["psnr"], f"{split}_last_psnr": result["last_psnr"],
-                f"{split}_fighters_psnr": result["fighters_psnr"]}
-
     def stage_image(self) -> torch.Tensor:
         """The stage picture of the train split's fixed windows (`stage_picture`), made once."""
         if getattr(self, "_stage", None) is None:
@@ -270,7 +275,7 @@ class VAETrainer(Trainer):
         total = len(eval_indices(len(train), self.settings.stats_windows)) + sum(
             len(eval_indices(len(ds), self.settings.eval_windows)) for ds in measured.values())
         # after the last step: latent statistics, then PSNR per split (minutes on CPU, silent before)
-        with Progress("measure", total, "windows", enabled=self.show_progress) as bar:
+        with Progress("measure", total, "windows", enabled=self.run_log.show_progress) as bar:
             mean, std = latent_statistics(ae, train, self.settings.stats_windows, self.size, done=bar.advance)
             ae.register_to_config(latents_mean=mean, latents_std=std)
             vae = self.wrapped_vae(ae)
