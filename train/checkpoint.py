@@ -240,3 +240,27 @@ class RunFolder:
                 outputs.swap_in(self.path, self.output)
             dist_utils.barrier(dist)
             self.path = self.output
+
+
+class NetworkState:
+    """A second network's part of a checkpoint (a critic): its weights under `name` and its optimiser's state
+    under `name_optimizer` in trainer.pt, full and on the CPU (gathered on every rank under FSDP). `missing`
+    says why a checkpoint without it cannot be resumed."""
+
+    def __init__(self, name: str, wrapped, optimizer, missing: str):
+        self.name, self.wrapped, self.optimizer, self.missing = name, wrapped, optimizer, missing
+
+    def state_dict(self) -> dict:
+        from wantofight.train import distributed as dist_utils
+
+        return {self.name: dist_utils.model_state(self.wrapped),
+                f"{self.name}_optimizer": dist_utils.optimizer_state(self.wrapped, self.optimizer)}
+
+    def load_state_dict(self, state: dict) -> None:
+        from wantofight.train import distributed as dist_utils
+        from wantofight.train.errors import TrainError
+
+        if self.name not in state:
+            raise TrainError(self.missing)
+        dist_utils.load_model_state(self.wrapped, state[self.name])
+        dist_utils.load_optimizer_state(self.wrapped, self.optimizer, state[f"{self.name}_optimizer"])

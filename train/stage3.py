@@ -135,7 +135,6 @@ class Stage3Trainer(Stage2Trainer):
         self.teacher_source = Path(teacher)
         self.critic_updates = 0
         self.collapse = CollapseDetector(self.dmd.collapse)
-        self._extra: dict = {}
         self._last_rollout = None
         super().__init__(config, data, run_dir, resume=resume, init_from=None, **kwargs)
 
@@ -143,6 +142,7 @@ class Stage3Trainer(Stage2Trainer):
     def build_model(self, init_from):
         model = super().build_model(None)
         self.teacher_path = load_trainer_weights(self, model, self.teacher_source, self.init_stages)
+        self.checkpoint_notes.update(teacher=str(self.teacher_path), dmd=asdict(self.dmd))
         self.teacher = copy.deepcopy(model.dit).eval().requires_grad_(False)
         self.critic = copy.deepcopy(model.dit).train().requires_grad_(True)
         return model  # the student; on --resume its weights (and the critic's) come from the checkpoint
@@ -154,6 +154,9 @@ class Stage3Trainer(Stage2Trainer):
             dist_utils.wrap(self.teacher, "fsdp", self.dist, self.bf16)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.dmd.critic_lr or o.lr,
                                                   betas=tuple(o.betas), eps=o.eps, weight_decay=0.0)
+        self.checkpoint_parts["critic"] = ckpt.NetworkState("critic", self.critic_wrapped, self.critic_optimizer,
+                                                       "it holds no DMD critic to resume")
+        self.checkpoint_parts["counters"] = DMDCounters(self)
         return super().build_optimizer()
 
     # ---- rollouts ----
@@ -205,7 +208,7 @@ class Stage3Trainer(Stage2Trainer):
         with self.autocast():
             terms = generator_loss(roll.latents, z[:, :, :1], batch["keys"], batch["ref_tokens"], self.teacher,
                                    self.critic, self.flow_sampling, gens, self.dmd.t_min, self.dmd.t_max)
-        self._extra["dmd_grad"] = terms.grad_norm
+        self.step_metrics["dmd_grad"] = terms.grad_norm
         return terms.loss, terms.per_sample
 
     def critic_step(self, batches: list[dict], step: int, phase: int) -> float:
@@ -263,10 +266,10 @@ class Stage3Trainer(Stage2Trainer):
         self._sync_device()
         compute_s = time.perf_counter() - t1
         # this rank's losses -> the global batch's (float64: one process keeps its exact values)
-        means = dist_utils.mean(torch.tensor([*critic, self._extra["dmd_grad"]], dtype=torch.float64,
+        means = dist_utils.mean(torch.tensor([*critic, self.step_metrics["dmd_grad"]], dtype=torch.float64,
                                              device=self.device), self.dist).tolist()
-        critic, self._extra["dmd_grad"] = means[:-1], means[-1]
-        self._extra.update({"critic_loss": sum(critic) / len(critic), "critic_updates": self.critic_updates,
+        critic, self.step_metrics["dmd_grad"] = means[:-1], means[-1]
+        self.step_metrics.update({"critic_loss": sum(critic) / len(critic), "critic_updates": self.critic_updates,
                             "generator_updates": self.step_count + 1, **stats.as_metrics()})
         loss_value = float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
         samples = sum(b["latents"].shape[0] for b in batches)
@@ -274,39 +277,24 @@ class Stage3Trainer(Stage2Trainer):
         return StepStats(loss_value, grad_norm, self.scheduler.get_last_lr()[0], samples * self.dist.world_size,
                          t1 - t0 - self._encode_s, self._encode_s, compute_s, tiers)
 
-    def _record(self, stats, progress, extra):
-        super()._record(stats, progress, {**self._extra, **extra})
-
     @torch.no_grad()
     def sample(self, batch: dict, steps: int, num_latent_frames: int) -> torch.Tensor:
         """The student's streaming samples in its own step count (validation videos)."""
         return super().sample(batch, self.dmd.student_steps, num_latent_frames)
 
-    # ---- checkpoints ----
-    def checkpoint_config(self) -> dict:
-        return {**super().checkpoint_config(), "teacher": str(self.teacher_path), "dmd": asdict(self.dmd)}
 
-    def save(self):
-        # collective under FSDP, so gathered on every rank before the skeleton's rank-0 writes
-        self._critic_snapshot = (dist_utils.model_state(self.critic_wrapped),
-                                 dist_utils.optimizer_state(self.critic_wrapped, self.critic_optimizer))
-        try:
-            return super().save()
-        finally:
-            self._critic_snapshot = None
+class DMDCounters:
+    """Stage 3's counters in its checkpoint: the critic's updates and the collapse detector's history."""
 
-    def trainer_state(self) -> dict:
-        critic, optimizer = self._critic_snapshot
-        return {**super().trainer_state(), "critic": critic, "critic_optimizer": optimizer,
-                "critic_updates": self.critic_updates, "collapse": self.collapse.state_dict()}
+    def __init__(self, trainer: Stage3Trainer):
+        self.trainer = trainer
 
-    def load(self, path: Path) -> None:
-        super().load(path)
-        state = ckpt.read_torch(path, "trainer.pt")
-        dist_utils.load_model_state(self.critic_wrapped, state["critic"])
-        dist_utils.load_optimizer_state(self.critic_wrapped, self.critic_optimizer, state["critic_optimizer"])
-        self.critic_updates = state["critic_updates"]
-        self.collapse.load_state_dict(state["collapse"])
+    def state_dict(self) -> dict:
+        return {"critic_updates": self.trainer.critic_updates, "collapse": self.trainer.collapse.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.trainer.critic_updates = state["critic_updates"]
+        self.trainer.collapse.load_state_dict(state["collapse"])
 
 
 def train_stage3(*, preset: str, data, out: Path, teacher=None, max_steps=None, resume=False, config_file=None,

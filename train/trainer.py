@@ -14,9 +14,10 @@ constructor only records the run's settings, so a subclass may set its own state
     data        datasets, curriculum sampler, loader (train/data_feed.py `DataFeed`)
     run_log     console notes, progress bar, metrics.jsonl (train/run_log.py `RunLog`)
     validation  when validation is due and what it measures (train/validation.py `Validation`)
-What a checkpoint holds beyond the network, optimiser and schedule is the stage's to add
-(`checkpoint_config`, `trainer_state`, `load`), as is how its network is built (`build_model`,
-`trained_module`, `build_optimizer`); `setup()` calls those, never the constructor.
+A stage adds its own checkpoint state as parts too (`checkpoint_parts`, e.g. a critic's `NetworkState`),
+its notes to config.json (`checkpoint_notes`) and its figures to the metrics (`step_metrics`); how its
+networks are built is its to override (`build_model`, `trained_module`, `build_optimizer`), and `setup()`
+calls those, never the constructor.
 
 Randomness: every noise draw of a sample is seeded from (seed, step, micro-batch, global sample
 index), so a run gives the same losses whether interrupted or not, and whether its global batch is
@@ -43,7 +44,7 @@ from wantofight.train import checkpoint as ckpt
 from wantofight.train import distributed as dist_utils
 from wantofight.train.checkpoint import RunFolder
 from wantofight.train.config import TrainConfig, format_config
-from wantofight.train.data_feed import DataFeed, fit_curriculum  # noqa: F401  (fit_curriculum: tests import it here)
+from wantofight.train.data_feed import DataFeed
 from wantofight.train.ema import EMA
 from wantofight.train.errors import TrainError
 from wantofight.train.run_log import RunLog
@@ -120,6 +121,14 @@ class Trainer:
         self.samples_seen = 0
         self.vae = None
         self._settings = {"init_from": init_from, "datasets": datasets}
+        self.checkpoint_parts: dict[str, Any] = {}
+        """A stage's own state beyond the network (a critic, its optimiser, counters), by name: each part's
+        `state_dict()` is a dict merged into trainer.pt beside the skeleton's keys (gathered on every rank,
+        so it may be collective), and its `load_state_dict(trainer_pt)` restores it on --resume."""
+        self.checkpoint_notes: dict = {}
+        """What a stage adds to a checkpoint's config.json (stage 3's teacher and DMD settings)."""
+        self.step_metrics: dict = {}
+        """Figures of the last step beyond the loss (a critic's loss), written into its metrics line."""
         self._ready = False
         self._encode_s = 0.0
         self._stop = False
@@ -462,7 +471,7 @@ class Trainer:
         self.run_log.record({"step": self.step_count, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
                              "samples": self.samples_seen, "samples_per_s": stats.samples / max(seconds, 1e-9),
                              "it_per_s": 1.0 / max(seconds, 1e-9), "data_s": stats.data_s, "encode_s": stats.encode_s,
-                             "compute_s": stats.compute_s, "tiers": counts, **extra}, progress)
+                             "compute_s": stats.compute_s, "tiers": counts, **self.step_metrics, **extra}, progress)
 
     # ------------------------------------------------------------------------------------------
     # Validation
@@ -479,7 +488,7 @@ class Trainer:
         return {"stage": self.stage, "preset": self.config.preset, "train": self.config.to_dict(),
                 "model": self.model_config.to_dict(), "world_size": self.dist.world_size,
                 "step": self.step_count, "samples_seen": self.samples_seen,
-                "key_layout_version": KEY_LAYOUT_VERSION, "source": self.source}
+                "key_layout_version": KEY_LAYOUT_VERSION, "source": self.source, **self.checkpoint_notes}
 
     def trainer_state(self) -> dict:
         return {"step": self.step_count, "samples_seen": self.samples_seen,
@@ -490,12 +499,15 @@ class Trainer:
         model_state = dist_utils.model_state(self.wrapped)
         optim_state = dist_utils.optimizer_state(self.wrapped, self.optimizer)
         ema_state = self.ema.state_dict() if self.ema is not None else None
+        parts = {}
+        for part in self.checkpoint_parts.values():  # on every rank: a part's state may be gathered
+            parts.update(part.state_dict())
 
         def main() -> dict:
             ref = None if self.model_config.clip_pretrained or not hasattr(self.model, "reference_encoder") else \
                 {k: v.detach().cpu() for k, v in self.model.reference_encoder.state_dict().items()}
             return {"config": self.checkpoint_config(), "model": model_state, "optimizer": optim_state,
-                    "trainer": self.trainer_state(), "ema": ema_state, "reference_encoder": ref}
+                    "trainer": {**self.trainer_state(), **parts}, "ema": ema_state, "reference_encoder": ref}
 
         return self.folder.write(self.step_count, self.dist, self.config.checkpoint.keep_last, main)
 
@@ -539,4 +551,9 @@ class Trainer:
                      f"{saved_world}); training noise is seeded per sample, so only global RNG differs")
         else:
             ckpt.set_rng_state(rng)
+        for part in self.checkpoint_parts.values():
+            try:
+                part.load_state_dict(state)
+            except TrainError as err:
+                raise TrainError(f"{path}: {err}") from None
         self.log(f"resumed from {path} at step {self.step_count}")

@@ -17,8 +17,8 @@ from torch import nn
 from wantofight import outputs
 from wantofight.inference import checkpoints
 from wantofight.outputs import staging_dir  # a run into VAE_DIR keeps its checkpoints there until complete
-from wantofight.train import checkpoint as ckpt
 from wantofight.train.config import ConfigError, TrainConfig, split_sets
+from wantofight.train.checkpoint import NetworkState
 from wantofight.train.trainer import StepStats, Trainer, TrainError
 from wantofight.train.validation import Validation
 from wantofight.datasets.sampler import eval_indices
@@ -71,6 +71,7 @@ class VAETrainer(Trainer):
         self.started = time.perf_counter()
         self._micro = 0
         super().__init__(config, data, run_dir, resume=resume, **kwargs)
+        self.checkpoint_notes["vae"] = asdict(self.settings)
 
     # ---- the network ----
     def build_model(self, init_from) -> nn.Module:
@@ -98,6 +99,9 @@ class VAETrainer(Trainer):
             self.critic_wrapped = dist_utils.wrap(self.critic, self.parallel, self.dist, self.bf16)
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.settings.critic_lr,
                                                       betas=(0.5, 0.9), weight_decay=0.0)
+            self.checkpoint_parts["critic"] = NetworkState("critic", self.critic_wrapped, self.critic_optimizer,
+                                                           "it was trained without vae.adv_weight: it holds no critic "
+                                                           "to resume")
         self._for_critic: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         return super().build_optimizer()
 
@@ -141,7 +145,7 @@ class VAETrainer(Trainer):
         self._micro, self._for_critic = 0, []
         stats = super().step()
         if self.critic is not None:
-            self._critic_loss = self.critic_step(self._for_critic)
+            self.step_metrics = {"critic_loss": self.critic_step(self._for_critic), "adv_scale": self._adv_scale}
         self._for_critic = []
         return stats
 
@@ -161,11 +165,6 @@ class VAETrainer(Trainer):
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.config.optim.grad_clip or float("inf"))
         self.critic_optimizer.step()
         return float(dist_utils.mean(torch.as_tensor(total, device=self.device), self.dist))
-
-    def _record(self, stats, progress, extra):
-        if self.critic is not None:
-            extra = {"critic_loss": self._critic_loss, "adv_scale": self._adv_scale, **extra}
-        super()._record(stats, progress, extra)
 
     # ---- objective ----
     def loss(self, batch: dict, micro: int, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,25 +226,6 @@ class VAETrainer(Trainer):
 
             self._fighter_rows = fighter_rows_of(self.datasets["train"])
         return self._fighter_rows
-
-    # ---- checkpoints ----
-    def checkpoint_config(self) -> dict:
-        return {**super().checkpoint_config(), "vae": asdict(self.settings)}
-
-    def trainer_state(self) -> dict:
-        if self.critic is None:
-            return super().trainer_state()
-        return {**super().trainer_state(), "critic": {k: v.detach().cpu() for k, v in self.critic.state_dict().items()},
-                "critic_optimizer": self.critic_optimizer.state_dict()}
-
-    def load(self, path: Path) -> None:
-        super().load(path)
-        if self.critic is not None:
-            state = ckpt.read_torch(path, "trainer.pt")
-            if "critic" not in state:
-                raise TrainError(f"{path} was trained without vae.adv_weight: it holds no critic to resume")
-            self.critic.load_state_dict(state["critic"])
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
     # ---- the loop, then the VAE folder ----
     def fit(self) -> dict:
