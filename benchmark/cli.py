@@ -1,7 +1,8 @@
-"""`wtf probe train | eval` and `wtf benchmark build | run | report`.
+"""`wtf probe train | eval` and `wtf benchmark build | run | report | eval` (`wtf eval` is an alias of
+`wtf benchmark eval`).
 
 Each command builds its settings and calls the library function the tests call (benchmark/probe.py,
-suite.py, run.py, report.py); torch is imported inside the commands so `wtf --help` stays instant.
+suite.py, run.py, report.py, replay.py); torch is imported inside the commands so `wtf --help` stays instant.
 """
 
 from __future__ import annotations
@@ -220,6 +221,46 @@ def bench_report(out: Path = typer.Argument(..., help="Report folder of `wtf ben
     console.print(text_tables(write_report(out)), highlight=False)
 
 
+# ---------------------------------------------------------------------------------------------
+# wtf benchmark eval (alias: wtf eval)
+# ---------------------------------------------------------------------------------------------
+
+def eval_command(
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, or a shipped model's name (duel-tiny)."),
+    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum)."),
+    keys_dir: Optional[Path] = typer.Option(None, "--keys-dir", help="Also write each clip's key stream here as CLIP_ID.keys (replayable with wtf collect --policy keys:)."),
+    split: str = typer.Option("val", "--split", help="train or val."),
+    frames: int = typer.Option(33, "--frames", help="Frames per clip window (1 + 8 n): frame 0 given, the rest generated."),
+    steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk."),
+    max_clips: Optional[int] = typer.Option(None, "--max-clips", help="Evaluate the first N clips only."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="Comma-separated tiers (default: all)."),
+    decoder: Optional[Path] = typer.Option(None, "--decoder", help="Pruned decoder folder from `wtf train decoder`."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the per-clip and per-tier results as JSON."),
+    lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Compute LPIPS (needs the lpips package and AlexNet weights offline)."),
+    lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's AlexNet weights (alexnet-owt-7be5be79.pth) for LPIPS; default: torchvision's cache."),
+    device: str = DEVICE_OPTION,
+) -> None:
+    """Replay a dataset's clips' key streams from their first frames: PSNR / SSIM / LPIPS per tier, latency per chunk."""
+    from wantofight.devices import resolve_device
+    from wantofight.fidelity import EvalError
+    from wantofight.benchmark.replay import evaluate, write_report
+    from wantofight.inference.generation import GenerationError
+
+    try:
+        result = evaluate(checkpoint, data, split, frames, steps, keys_dir, max_clips, tiers, decoder=decoder,
+                          device=resolve_device(device), lpips=lpips, lpips_backbone=lpips_backbone)
+    except (EvalError, GenerationError, FileNotFoundError, ValueError) as err:
+        fail(str(err))
+    console.print(result.table(), highlight=False)
+    if report is not None:
+        write_report(result, report)
+        wrote(report, "per-clip and per-tier scores")
+
+
+bench_app.command("eval")(eval_command)
+
+
 def register(root: typer.Typer) -> None:
+    root.command("eval", hidden=True, help="Same as `wtf benchmark eval` (kept for a release).")(eval_command)
     root.add_typer(probe_app, name="probe")
     root.add_typer(bench_app, name="benchmark")

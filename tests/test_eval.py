@@ -18,7 +18,7 @@ from wantofight.collect.keyfile import read_key_file
 from wantofight.collect.keys import array_to_masks
 from wantofight.datasets.clip_dataset import ClipDataset
 from wantofight.fidelity import EvalError, lpips_metric, score
-from wantofight.train import generate_cli
+from wantofight.benchmark import cli as benchmark_cli
 from wantofight.train.stage2 import Stage2Trainer
 
 
@@ -76,10 +76,9 @@ def test_wtf_eval_replays_clips_and_reports_per_tier(recorded, tmp_path_factory,
     config = tiny_config("max_steps=1")
     config = type(config).from_dict({**config.to_dict(), "stage": "stage2"})
     Stage2Trainer(config, None, tmp_path / "s2", datasets=synthetic_datasets(), progress=False).fit()
-    root, train = typer.Typer(), typer.Typer()
-    generate_cli.register(root, train)
-    root.add_typer(train, name="train")
-    result = CliRunner().invoke(root, ["eval", "--checkpoint", str(tmp_path / "s2"), "--data", str(ds), "--split",
+    root = typer.Typer()
+    benchmark_cli.register(root)
+    result = CliRunner().invoke(root, ["benchmark", "eval", "--checkpoint", str(tmp_path / "s2"), "--data", str(ds), "--split",
                                        "train", "--frames", "17", "--max-clips", "3", "--steps", "2",
                                        "--keys-dir", str(tmp_path / "keys"), "--report", str(tmp_path / "r.json"),
                                        "--lpips-backbone", str(alexnet_file)])

@@ -94,9 +94,9 @@ def test_the_check_sees_the_benchmark_import_the_trainer(tmp_path, monkeypatch):
     """The benchmark and `wtf play` stand on inference/, beside train/: importing the trainer is sideways."""
     fake = tmp_path / "benchmark"
     fake.mkdir()
-    (fake / "sneaky.py").write_text("from wantofight.train.evaluate import evaluate\n")
+    (fake / "sneaky.py").write_text("from wantofight.train.trainer import Trainer\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
-    assert violations() == ["benchmark/sneaky.py:1 (benchmark, floor 5) imports wantofight.train.evaluate "
+    assert violations() == ["benchmark/sneaky.py:1 (benchmark, floor 5) imports wantofight.train.trainer "
                             "(train, floor 5)"]
 
 

@@ -1,12 +1,12 @@
-"""`wtf eval` and `wtf train stage2 | stage3 | decoder | vae`.
+"""`wtf train stage2 | stage3 | decoder | vae`.
 
     from wantofight.train import generate_cli
     generate_cli.register(app, train_cli.app)      # in wantofight/cli.py
 
 Each command builds its settings and calls the library function that the tests call
-(train/evaluate.py, train/stage2.py, train/stage3.py, train/vae/pruned_decoder.py, train/vae/);
+(train/stage2.py, train/stage3.py, train/vae/pruned_decoder.py, train/vae/);
 heavy imports happen inside the commands so `wtf --help` stays instant. `wtf generate` is
-inference/cli.py's.
+inference/cli.py's, `wtf benchmark eval` (alias `wtf eval`) benchmark/cli.py's.
 """
 
 from __future__ import annotations
@@ -16,43 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, OVERWRITE_OPTION, console, fail, step_count, wrote
-
-
-# ---------------------------------------------------------------------------------------------
-# wtf eval
-# ---------------------------------------------------------------------------------------------
-
-def eval_command(
-    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trainer run or checkpoint folder, or a shipped model's name (duel-tiny)."),
-    data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum)."),
-    keys_dir: Optional[Path] = typer.Option(None, "--keys-dir", help="Also write each clip's key stream here as CLIP_ID.keys (replayable with wtf collect --policy keys:)."),
-    split: str = typer.Option("val", "--split", help="train or val."),
-    frames: int = typer.Option(33, "--frames", help="Frames per clip window (1 + 8 n): frame 0 given, the rest generated."),
-    steps: int = typer.Option(4, "--steps", help="Denoising steps per chunk."),
-    max_clips: Optional[int] = typer.Option(None, "--max-clips", help="Evaluate the first N clips only."),
-    tiers: Optional[str] = typer.Option(None, "--tiers", help="Comma-separated tiers (default: all)."),
-    decoder: Optional[Path] = typer.Option(None, "--decoder", help="Pruned decoder folder from `wtf train decoder`."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write the per-clip and per-tier results as JSON."),
-    lpips: bool = typer.Option(True, "--lpips/--no-lpips", help="Compute LPIPS (needs the lpips package and AlexNet weights offline)."),
-    lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's AlexNet weights (alexnet-owt-7be5be79.pth) for LPIPS; default: torchvision's cache."),
-    device: str = DEVICE_OPTION,
-) -> None:
-    """Replay the clips' key streams from their first frames; PSNR / SSIM / LPIPS per tier and latency per chunk."""
-    from wantofight.devices import resolve_device
-    from wantofight.fidelity import EvalError
-    from wantofight.train.evaluate import evaluate, write_report
-    from wantofight.inference.generation import GenerationError
-
-    try:
-        result = evaluate(checkpoint, data, split, frames, steps, keys_dir, max_clips, tiers, decoder=decoder,
-                          device=resolve_device(device), lpips=lpips, lpips_backbone=lpips_backbone)
-    except (EvalError, GenerationError, FileNotFoundError, ValueError) as err:
-        fail(str(err))
-    console.print(result.table(), highlight=False)
-    if report is not None:
-        write_report(result, report)
-        wrote(report, "per-clip and per-tier scores")
+from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, OVERWRITE_OPTION, console, fail, step_count
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,8 +153,7 @@ def vae_command(
 
 
 def register(root: typer.Typer, train_app: typer.Typer) -> None:
-    """Add `eval` to the root app and `stage2`, `stage3`, `decoder`, `vae` to `wtf train`."""
-    root.command("eval")(eval_command)
+    """Add `stage2`, `stage3`, `decoder`, `vae` to `wtf train` (`root` is unused: kept for the callers)."""
     train_app.command("stage2")(stage2_command)
     train_app.command("stage3")(stage3_command)
     train_app.command("decoder")(decoder_command)

@@ -1,4 +1,8 @@
-"""`wtf eval`: replay the val clips' key streams through the model and score it against the emulator.
+"""`wtf benchmark eval` (alias `wtf eval`): replay a dataset's clips' key streams through the model and score
+its frames against the emulator's, pixel by pixel.
+
+The benchmark's other mode, `wtf benchmark run`, reads what the fighters do (the probe, against RAM) on
+test cases mined from recordings; this one needs only a curriculum dataset and measures fidelity.
 
 For every clip of the split (one deterministic window of `frames` frames per clip, `ds[(i, 0)]`):
 the model gets the clip's first frame, its reference images and its key stream (rows 1..T-1, the
