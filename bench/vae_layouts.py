@@ -44,17 +44,23 @@ VARIANTS = {
                  "--set", "model.vae.dim_mult=[1, 2, 2, 2]"],
     "frame-4x": [*SCRATCH, "--set", "model.vae.kind=frame", "--set", "model.vae.base_dim=32",
                  "--set", "model.vae.dim_mult=[1, 2, 2]"],
+    # frame-4x (trained first, into the same --out) continued: what more steps buy the chosen layout
+    "frame-4x-further": ["--set", "model.vae.pretrained={out}/frame-4x", "--set", "model.vae.kind=frame",
+                         "--set", "model.vae.base_dim=32", "--set", "model.vae.dim_mult=[1, 2, 2]",
+                         "--set", "optim.lr=1e-3", "--set", "optim.warmup_steps=20"],
 }
 FPS = 30
 """Frames per second of the recordings (collect's default): the DiT's tokens per second of video."""
 
 
 def settings(variant: str) -> tuple[dict, int]:
-    """The variant's `model.vae` fields and clip_frames, read back from its --set list."""
+    """The variant's `model.vae` architecture fields (not the folder it starts from) and clip_frames, read back
+    from its --set list."""
     sets = dict(v.split("=", 1) for v in VARIANTS[variant][1::2])
     import yaml
 
-    arch = {k.removeprefix("model.vae."): yaml.safe_load(v) for k, v in sets.items() if k.startswith("model.vae.")}
+    arch = {k.removeprefix("model.vae."): yaml.safe_load(v) for k, v in sets.items()
+            if k.startswith("model.vae.") and k != "model.vae.pretrained"}
     return arch, int(sets.get("vae.clip_frames", 9))
 
 
@@ -65,7 +71,7 @@ def seconds_per_step(variant: str, repeats: int = 4) -> float:
     import torch
 
     from wantofight.train.vae.config import GAME_VAE, VAETrainConfig
-    from wantofight.train.vae.losses import Reconstruction, reconstruction_loss
+    from wantofight.train.vae.losses import Reconstruction, posterior_mean_loss
     from wantofight_model.config import VAEConfig
     from wantofight_model.vae import build_vae
 
@@ -81,9 +87,7 @@ def seconds_per_step(variant: str, repeats: int = 4) -> float:
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            posterior = model.autoencoder.encode(frames).latent_dist
-            out = model.autoencoder.decode(posterior.mean).sample
-        loss = reconstruction_loss(out, frames, posterior.mean, posterior.logvar, s, fighters).mean()
+            loss = posterior_mean_loss(model.autoencoder, frames, s, fighters)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -103,7 +107,8 @@ def train(variant: str, minutes: float, out: Path, data: Path) -> dict:
     log = out / f"{variant}.log"
     with log.open("w") as f:
         done = subprocess.run(["wtf", "train", "vae", "--data", str(data), "--out", str(folder), "--steps", str(steps),
-                               "--no-progress", *COMMON, *VARIANTS[variant]], env=env, stdout=f,
+                               "--no-progress", *COMMON, *(a.format(out=out) for a in VARIANTS[variant])],
+                              env=env, stdout=f,
                               stderr=subprocess.STDOUT)
     if done.returncode:
         raise SystemExit(f"{variant} failed; see {log}")
@@ -120,8 +125,6 @@ def benchmark(folder: Path, report: Path, probe: Path, max_cases: int) -> None:
 def dit_cost(variant: str) -> tuple[int, int]:
     """(latent frames per second of video, DiT tokens per second of video) at 128x128 with 2x2 patches."""
     arch, _ = settings(variant)
-    if variant.endswith("further"):
-        arch = {}
     time_factor = 1 if arch.get("kind") == "frame" else 4
     space = 2 ** (len(arch.get("dim_mult", [1, 4, 4, 4])) - 1)
     latent_frames = FPS / time_factor
@@ -141,7 +144,7 @@ def generation_ms(folder: Path, variant: str, chunks: int = 6) -> float:
     from wantofight_model.presets import get_preset
 
     arch, _ = settings(variant)
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in arch.items() if k != "pretrained"}
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in arch.items()}
     base = get_preset("tiny")
     config = replace(base, height=128, width=128, dim=128, ffn_dim=256,
                      vae=replace(base.vae, **fields, pretrained=str(folder)))

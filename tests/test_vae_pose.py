@@ -14,7 +14,7 @@ from wantofight.benchmark.probe import ProbeConfig, load_probe, train_probe
 from wantofight.datasets.frames import resize_to_model, stretch_uint8
 from wantofight.inference.generation import to_uint8
 from wantofight.train.vae.config import GAME_VAE, VAETrainConfig
-from wantofight.train.vae.losses import Reconstruction, fighter_mask, reconstruction_loss
+from wantofight.train.vae.losses import Reconstruction, fighter_mask, posterior_mean_loss
 from wantofight_model.config import VAEConfig
 from wantofight_model.vae import build_vae
 
@@ -81,9 +81,7 @@ def round_trip_state(batch: dict, probe, layout: dict, fighter_weight: float, st
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
     frames, fighters = batch["frames"], batch["fighters"]
     for _ in range(steps):
-        posterior = model.autoencoder.encode(frames).latent_dist
-        out = model.autoencoder.decode(posterior.mean).sample
-        loss = reconstruction_loss(out, frames, posterior.mean, posterior.logvar, settings, fighters).mean()
+        loss = posterior_mean_loss(model.autoencoder, frames, settings, fighters)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
