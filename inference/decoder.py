@@ -24,28 +24,51 @@ class PruningError(ValueError):
 
 
 def residual_blocks(decoder: nn.Module) -> dict[str, nn.Module]:
-    """The decoder's residual blocks by module name (mid block and up blocks)."""
+    """The decoder's residual blocks by module name (mid block and up blocks): the Wan layout's causal 3D
+    blocks, or the per-frame autoencoder's 2D ones (`ResnetBlock2D`)."""
     from diffusers.models.autoencoders.autoencoder_kl_wan import WanResidualBlock
+    from diffusers.models.resnet import ResnetBlock2D
 
-    return {name: m for name, m in decoder.named_modules() if isinstance(m, WanResidualBlock)}
+    return {name: m for name, m in decoder.named_modules() if isinstance(m, (WanResidualBlock, ResnetBlock2D))}
+
+
+def norm_scale(norm: nn.Module) -> torch.Tensor:
+    """The per-channel scale of a block's hidden norm: the Wan RMS norm's `gamma`, GroupNorm's `weight`."""
+    return norm.gamma if hasattr(norm, "gamma") else norm.weight
+
+
+def width_step(block: nn.Module) -> int:
+    """Hidden widths a block can be pruned to are multiples of this: GroupNorm's groups (2D blocks), else 1."""
+    return getattr(block.norm2, "num_groups", 1)
 
 
 def prune_block(block: nn.Module, keep: torch.Tensor | int) -> None:
     """Rebuild conv1 / norm2 / conv2 of a residual block with only the kept hidden channels (in place).
     `keep`: channel indices (copies their weights) or a width (structure only, weights loaded later)."""
-    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d, WanRMS_norm
-
     width = keep if isinstance(keep, int) else int(keep.numel())
     old1, old_norm, old2 = block.conv1, block.norm2, block.conv2
     device, dtype = old1.weight.device, old1.weight.dtype
-    conv1 = WanCausalConv3d(old1.in_channels, width, old1.kernel_size, padding=1).to(device, dtype)
-    norm2 = WanRMS_norm(width, images=False).to(device, dtype)
-    conv2 = WanCausalConv3d(width, old2.out_channels, old2.kernel_size, padding=1).to(device, dtype)
+    if isinstance(old_norm, nn.GroupNorm):  # the per-frame autoencoder's ResnetBlock2D
+        if width % old_norm.num_groups:
+            raise PruningError(f"a hidden width of {width} does not split into the block's {old_norm.num_groups} "
+                               "GroupNorm groups")
+        conv1 = nn.Conv2d(old1.in_channels, width, old1.kernel_size, old1.stride, old1.padding)
+        norm2 = nn.GroupNorm(old_norm.num_groups, width, eps=old_norm.eps, affine=True)
+        conv2 = nn.Conv2d(width, old2.out_channels, old2.kernel_size, old2.stride, old2.padding)
+    else:
+        from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d, WanRMS_norm
+
+        conv1 = WanCausalConv3d(old1.in_channels, width, old1.kernel_size, padding=1)
+        norm2 = WanRMS_norm(width, images=False)
+        conv2 = WanCausalConv3d(width, old2.out_channels, old2.kernel_size, padding=1)
+    conv1, norm2, conv2 = (m.to(device, dtype) for m in (conv1, norm2, conv2))
     if not isinstance(keep, int):
         with torch.no_grad():
             conv1.weight.copy_(old1.weight[keep])
             conv1.bias.copy_(old1.bias[keep])
-            norm2.gamma.copy_(old_norm.gamma[keep])
+            norm_scale(norm2).copy_(norm_scale(old_norm)[keep])
+            if isinstance(old_norm, nn.GroupNorm):
+                norm2.bias.copy_(old_norm.bias[keep])
             conv2.weight.copy_(old2.weight[:, keep])
             conv2.bias.copy_(old2.bias)
     block.conv1, block.norm2, block.conv2 = conv1, norm2, conv2

@@ -79,3 +79,35 @@ def test_wtf_train_decoder_fine_tunes_and_reports(recorded, tmp_path_factory, tm
         f"PSNR vs the full decoder {report['psnr_after_finetune']:.2f} dB after 15 steps")
     assert "step 1/15" not in result.output  # its progress is the shared bar's, not lines of its own
     assert load_pruned_decoder(out, build_vae(get_preset("tiny"))) is not None
+
+
+def test_the_per_frame_autoencoders_decoder_prunes_to_whole_groupnorm_groups(tmp_path):
+    """The per-frame autoencoder's 2D residual blocks (`ResnetBlock2D`) prune like the Wan layout's: smaller
+    conv1 / norm2 / conv2 modules, the hidden width a multiple of the block's GroupNorm groups, the full
+    decoder again at keep=1, the same frames after save and load, and a stream of pieces equal to the whole."""
+    from wantofight_model.config import VAEConfig
+    from wantofight_model.vae import build_vae as build_autoencoder
+
+    torch.manual_seed(0)
+    vae = build_autoencoder(VAEConfig(kind="frame", base_dim=16, dim_mult=(1, 2, 2), num_res_blocks=1,
+                                      norm_groups=8)).eval()
+    z = torch.randn(1, 16, 9, 8, 8, generator=torch.Generator().manual_seed(0))
+    full = vae.autoencoder.decoder
+    pruned, kept = prune_decoder(full, 0.4)
+    assert count_parameters(pruned) < 0.7 * count_parameters(full)
+    for name, block in residual_blocks(pruned).items():
+        assert block.conv1.out_channels == block.norm2.num_channels == block.conv2.in_channels == len(kept[name])
+        assert len(kept[name]) % 8 == 0 and 0 < len(kept[name]) < residual_blocks(full)[name].conv1.out_channels
+    small = with_decoder(vae, pruned)
+    with torch.no_grad():
+        out = small.decode(z)
+        assert out.shape == (1, 3, 9, 32, 32)
+        streamed = small.streaming_decoder()
+        torch.testing.assert_close(torch.cat([streamed.decode(z[:, :, :1]), streamed.decode(z[:, :, 1:])], dim=2), out,
+                                   rtol=0, atol=1e-5)
+        same, _ = prune_decoder(full, 1.0)
+        torch.testing.assert_close(with_decoder(vae, same).decode(z), vae.decode(z), rtol=0, atol=1e-5)
+    save_pruned_decoder(tmp_path / "dec", pruned, kept, "frame", 0.4)
+    loaded = load_pruned_decoder(tmp_path / "dec", vae)
+    with torch.no_grad():
+        assert torch.equal(with_decoder(vae, loaded).decode(z), out)

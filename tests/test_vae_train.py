@@ -287,7 +287,8 @@ def test_a_latent_cache_of_the_game_vae_trains_only_a_model_that_names_it(ds_dir
 def test_a_per_frame_autoencoder_trains_encodes_trains_the_dit_and_generates(ds_dir, tmp_path):
     """`model.vae.kind=frame` end to end: `wtf train vae` writes a FrameAutoencoder folder, `wtf encode`
     caches one latent frame per frame, a model without the kind is refused in one line, stage 1 trains on
-    the cache with 8 latent frames a chunk and `wtf generate` streams through the same autoencoder."""
+    the cache with 8 latent frames a chunk, `wtf generate` streams through the same autoencoder, and
+    `wtf train decoder` prunes its decoder for `wtf generate --decoder`."""
     from wantofight.inference.generation import load_generator
     from wantofight.video import read_video
     from wantofight_model.frame_vae import FrameVAE
@@ -332,6 +333,18 @@ def test_a_per_frame_autoencoder_trains_encodes_trains_the_dit_and_generates(ds_
                                       "--steps", "1"])
     assert result.exit_code == 0, result.output
     assert read_video(out).shape == (13, 64, 64, 3)
+
+    dec = tmp_path / "dec"  # its decoder pruned, and generation through the pruned one
+    result = CliRunner().invoke(app, ["train", "decoder", "--vae", str(vae_dir), "--data", str(ds_dir), "--out", str(dec),
+                                      "--size", "64x64", "--frames", "9", "--steps", "2"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((dec / "report.json").read_text())
+    assert report["pruned_parameters"] < report["full_parameters"]
+    result = CliRunner().invoke(app, ["generate", "--checkpoint", str(run), "--first-frames", str(tmp_path / "first.png"),
+                                      "--keys", str(tmp_path / "k.keys"), "--refs", "duel", "--out",
+                                      str(tmp_path / "gen-pruned.mp4"), "--steps", "1", "--decoder", str(dec)])
+    assert result.exit_code == 0, result.output
+    assert read_video(tmp_path / "gen-pruned.mp4").shape == (13, 64, 64, 3)
 
 
 def test_a_128x128_model_runs_on_the_game_vaes_16x16_latents(vae_dir):

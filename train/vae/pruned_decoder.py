@@ -1,4 +1,4 @@
-"""A structurally pruned Wan VAE decoder, fine-tuned on game frames (cheaper decoding at generation time, docs/stages.md).
+"""A structurally pruned VAE decoder, fine-tuned on game frames (cheaper decoding at generation time, docs/stages.md).
 
 What is pruned: the hidden width of every residual block of the decoder (`mid_block.resnets.*`,
 `up_blocks.*.resnets.*`). A Wan residual block computes
@@ -9,7 +9,9 @@ and C_hid (the output channels of conv1 = the RMS-norm width of norm2 = the inpu
 conv2) touches nothing outside the block, so whole hidden channels can be removed without changing
 any other layer: the block is rebuilt with smaller `conv1`, `norm2` and `conv2` modules (a genuinely
 smaller network with fewer parameters and FLOPs, not a mask). These two 3x3x3 convolutions hold
-most of the decoder's parameters. The residual stream widths, the attention of the mid block, the
+most of the decoder's parameters. The per-frame autoencoder's 2D blocks (`ResnetBlock2D`: GroupNorm,
+3x3 convolutions) have the same shape and prune the same way, to a whole number of GroupNorm groups.
+The residual stream widths, the attention of the mid block, the
 upsamplers and the in/out convolutions keep their shapes, so the decoder's causal-conv feature
 cache (streaming decode) works unchanged.
 
@@ -43,7 +45,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from wantofight.inference.decoder import FORMAT, PruningError, prune_block, residual_blocks
+from wantofight.inference.decoder import FORMAT, PruningError, norm_scale, prune_block, residual_blocks, width_step
 from wantofight.progress import Progress
 
 # ---------------------------------------------------------------------------------------------
@@ -53,20 +55,20 @@ from wantofight.progress import Progress
 def channel_importance(block: nn.Module) -> torch.Tensor:
     """(C_hid,) importance of each hidden channel (module docstring)."""
     w1 = block.conv1.weight.detach().float().flatten(1).norm(dim=1)  # (C_hid,)
-    gamma = block.norm2.gamma.detach().float().flatten().abs()  # (C_hid,)
+    gamma = norm_scale(block.norm2).detach().float().flatten().abs()  # (C_hid,)
     w2 = block.conv2.weight.detach().float().transpose(0, 1).flatten(1).norm(dim=1)  # (C_hid,)
     return w1 * gamma * w2
 
 
 def kept_channels(block: nn.Module, keep_ratio: float) -> torch.Tensor:
-    """Sorted indices of the hidden channels that stay."""
-    scores = channel_importance(block)
-    keep = max(1, int(round(scores.numel() * keep_ratio)))
+    """Sorted indices of the hidden channels that stay (a multiple of the block's GroupNorm groups)."""
+    scores, step = channel_importance(block), width_step(block)
+    keep = max(step, step * int(round(scores.numel() * keep_ratio / step)))
     return scores.topk(keep).indices.sort().values
 
 
 def prune_decoder(decoder: nn.Module, keep_ratio: float = 0.5) -> tuple[nn.Module, dict[str, list[int]]]:
-    """A pruned copy of a Wan decoder and the kept hidden channels of each residual block."""
+    """A pruned copy of a decoder (Wan layout or per frame) and the kept hidden channels of each residual block."""
     if not 0 < keep_ratio <= 1:
         raise PruningError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
     pruned = copy.deepcopy(decoder)
@@ -123,17 +125,19 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 @torch.no_grad()
 def decode_seconds_per_chunk(vae, latents: torch.Tensor, repeats: int = 3) -> float:
-    """Median CPU seconds to stream-decode one chunk (2 latent frames = 8 frames) after the first frame."""
-    chunks = (latents.shape[2] - 1) // 2
+    """Median CPU seconds to stream-decode one chunk (8 frames: 2 latent frames of the Wan layout, 8 of a
+    per-frame autoencoder) after the first frame."""
+    n = 8 // vae.time_factor
+    chunks = (latents.shape[2] - 1) // n
     if chunks < 1:
-        raise PruningError("timing needs latents of at least 3 frames (the first frame + one chunk)")
+        raise PruningError(f"timing needs latents of at least {1 + n} frames (the first frame + one chunk)")
     times = []
     for _ in range(repeats):
         decoder = vae.streaming_decoder()
         decoder.decode(latents[:, :, :1])
         for c in range(chunks):
             t0 = time.perf_counter()
-            decoder.decode(latents[:, :, 1 + 2 * c:3 + 2 * c])
+            decoder.decode(latents[:, :, 1 + n * c:1 + n * (c + 1)])
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -216,21 +220,19 @@ class DecoderReport:
 
 
 def open_vae(vae: str, preset: str = "tiny"):
-    """`tiny` (the preset's random-init VAE, exactly as the trainer builds it) or a local Wan2.1 VAE folder."""
+    """`tiny` (the preset's random-init VAE, exactly as the trainer builds it) or a local VAE folder (the
+    Wan2.1 VAE or one of `wtf train vae`'s, either kind); the preset gives the frame size and references."""
     from dataclasses import replace
 
     from wantofight.inference.generation import build_vae
     from wantofight_model.presets import get_preset
-
-    from wantofight_model.vae import vae_folder_kind
+    from wantofight_model.vae import load_vae_folder
 
     config = get_preset(preset)
-    if vae != "tiny":
-        if Path(vae).exists() and vae_folder_kind(vae) != "wan":
-            raise PruningError(f"--vae {vae} is a per-frame autoencoder: `wtf train decoder` prunes the Wan "
-                               "layout's causal decoder; give an AutoencoderKLWan folder")
-        config = replace(config, vae=replace(config.vae, pretrained=str(vae)))
-    elif preset != "tiny":
+    if vae != "tiny":  # a missing folder: load_vae_folder's one line names what would be valid
+        return load_vae_folder(vae).eval().requires_grad_(False), replace(config, vae=replace(config.vae,
+                                                                                           pretrained=str(vae)))
+    if preset != "tiny":
         raise PruningError("--vae tiny goes with --preset tiny; give a Wan2.1 VAE folder for other presets")
     return build_vae(config), config
 
@@ -327,8 +329,9 @@ def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: Deco
         pruned_frames = pruned_vae.decode(eval_latents)
     report = DecoderReport(
         full_parameters=count_parameters(full), pruned_parameters=count_parameters(pruned),
-        full_seconds_per_chunk=decode_seconds_per_chunk(vae, _timing_latents(eval_latents)),
-        pruned_seconds_per_chunk=decode_seconds_per_chunk(pruned_vae, _timing_latents(eval_latents)),
+        full_seconds_per_chunk=decode_seconds_per_chunk(vae, _timing_latents(eval_latents, 8 // vae.time_factor)),
+        pruned_seconds_per_chunk=decode_seconds_per_chunk(pruned_vae,
+                                                          _timing_latents(eval_latents, 8 // vae.time_factor)),
         psnr_before_finetune=before, psnr_after_finetune=psnr(pruned_frames, full_frames), losses=losses)
     if eval_frames is not None:
         report.psnr_full_vs_frames = psnr(full_frames, eval_frames)
@@ -344,9 +347,9 @@ def train_decoder(vae_name: str, data: str | Path, out: str | Path, config: Deco
     return report
 
 
-def _timing_latents(latents: torch.Tensor) -> torch.Tensor:
+def _timing_latents(latents: torch.Tensor, latents_per_chunk: int = 2) -> torch.Tensor:
     """One window, at least the first frame + 2 chunks (repeated in time when the windows are short)."""
     z = latents[:1]
-    while z.shape[2] < 5:
+    while z.shape[2] < 1 + 2 * latents_per_chunk:
         z = torch.cat([z, z[:, :, 1:] if z.shape[2] > 1 else z], dim=2)
     return z
