@@ -82,12 +82,24 @@ def test_every_marker_is_a_known_kind_and_marks_a_code_block():
 def test_the_run_blocks_name_no_file_of_the_checkout():
     """Fast twin of the slow test's empty folder: a path into the repository (`collect/games/duel/...`)
     works only from a clone, so the examples use the package's names for the game's files instead."""
-    folders = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+    folders = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+                     and p.name not in ignored_folders())
     into_checkout = re.compile(rf"(?<![\w./-])({'|'.join(map(re.escape, folders))})/")
     comment = re.compile(r"(^|\s)#.*$", re.MULTILINE)  # a pointer to docs/ for the reader is not a path read
     found = [f"README.md:{b.line}: {m.group(0)}" for b in readme_blocks((ROOT / "README.md").read_text())
              if not b.skip for m in into_checkout.finditer(comment.sub("", b.code))]
     assert not found, found
+
+
+def ignored_folders() -> set[str]:
+    """Top-level folders git ignores (a user's data/ and runs/ in a working checkout): the examples may
+    name them, since they make them."""
+    folders = [p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    try:
+        done = subprocess.run(["git", "check-ignore", *folders], cwd=ROOT, capture_output=True, text=True)
+    except FileNotFoundError:  # no git: nothing is known to be ignored
+        return set()
+    return set(done.stdout.split())
 
 
 def children_cpu_seconds() -> float:
