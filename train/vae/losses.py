@@ -48,7 +48,6 @@ def reconstruction_loss(out: torch.Tensor, frames: torch.Tensor, mean: torch.Ten
     return loss
 
 
-@torch.no_grad()
 def posterior_mean_loss(autoencoder: nn.Module, frames: torch.Tensor, s: VAETrainConfig,
                         fighters: torch.Tensor | None = None) -> torch.Tensor:
     """The batch's mean `reconstruction_loss` of `autoencoder` (diffusers' API) decoding its posterior mean:
@@ -58,6 +57,7 @@ def posterior_mean_loss(autoencoder: nn.Module, frames: torch.Tensor, s: VAETrai
     return reconstruction_loss(out, frames, posterior.mean, posterior.logvar, s, fighters).mean()
 
 
+@torch.no_grad()
 def stage_picture(dataset, count: int, size: tuple[int, int]) -> torch.Tensor:
     """The per-pixel median of the first frames of `count` fixed windows, (3, H, W) in [-1, 1]: the stage
     without the fighters, who stand somewhere else in most of them."""
