@@ -227,7 +227,7 @@ class EncodeRun:
     warn: object
 
 
-def encode_dataset(ds_dir: Path, out: Path, vae: str = "tiny", clip: str | None = None, frames: int = 161,
+def encode_dataset(ds_dir: Path, out: Path, *, vae: str = "tiny", clip: str | None = None, frames: int = 161,
                    size: tuple[int, int] = (384, 512), ref_size: int = 224, tiers=None, batch_size: int = 1,
                    workers: int = 0, device: str = "cpu", exclude=None, skip_corrupt: bool = False,
                    shard_size_mb: float = 256.0, clip_model: str = "ViT-H-14", resize: str = "stretch",

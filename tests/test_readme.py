@@ -108,6 +108,7 @@ def children_cpu_seconds() -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the whole README on 2 cores: ~7-9 min; the suite's default limit is 10 min
 def test_readme_blocks_run_in_order_as_written(tmp_path):
     assert not any(tmp_path.iterdir())
     env = {**os.environ, "WTF_PROGRESS_SECONDS": "60"}

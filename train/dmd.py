@@ -143,7 +143,7 @@ class Rollout:
 
 def self_forcing_rollout(denoiser: Denoiser, cache: RollingKVCache, config: ModelConfig, prompt: torch.Tensor,
                          keys: torch.Tensor, ref_tokens: torch.Tensor, flow: FlowMatchScheduler, steps: int,
-                         generators: Sequence[torch.Generator], exit_steps: Sequence[int] | None = None,
+                         generators: Sequence[torch.Generator], *, exit_steps: Sequence[int] | None = None,
                          sampler: str = "x0_renoise", prompt_sigma: float = 0.0) -> Rollout:
     """Generate the chunks after `prompt` with inference's own loop (`rollout_chunks`, same draws in the
     same order per sample), keeping the gradient of each chunk's exit step.
@@ -164,5 +164,6 @@ def self_forcing_rollout(denoiser: Denoiser, cache: RollingKVCache, config: Mode
         raise ValueError(f"exit_steps must give one step in [0, {steps}) per chunk ({n_chunks}), got {exit_steps}")
     chunk_keys = (keys[:, T0 + c * L:T0 + (c + 1) * L] for c in range(n_chunks))
     chunks = list(rollout_chunks(CachedContext(denoiser, cache), config, flow, prompt, keys[:, :T0], chunk_keys,
-                                 ref_tokens, steps, sampler, generators, prompt_sigma, exit_steps))
+                                 ref_tokens, steps=steps, sampler=sampler, noise=generators,
+                                 prompt_sigma=prompt_sigma, exit_steps=exit_steps))
     return Rollout(torch.cat([c.latents for c in chunks], dim=2), exit_steps, [c.forwards for c in chunks])

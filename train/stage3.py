@@ -179,7 +179,8 @@ class Stage3Trainer(Stage2Trainer):
         cache = RollingKVCache.from_config(m, B, self.device, torch.float32)
         with self.autocast():
             return self_forcing_rollout(self.wrapped, cache, m, z[:, :, :1], batch["keys"], batch["ref_tokens"],
-                                        self.flow_sampling, self.dmd.student_steps, gens, exits, self.dmd.sampler)
+                                        self.flow_sampling, self.dmd.student_steps, gens, exit_steps=exits,
+                                        sampler=self.dmd.sampler)
 
     def phase_generators(self, step: int, phase: int, micro: int, batch_size: int,
                          purpose: str = "rollout") -> list[torch.Generator]:

@@ -120,7 +120,7 @@ class Chunk:
 
 def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConfig, flow: FlowMatchScheduler,
                    prompt: torch.Tensor, prompt_keys: torch.Tensor, keys_stream: Iterable[torch.Tensor],
-                   ref_tokens: torch.Tensor | None, steps: int = 4, sampler: str = "euler", noise: Noise = None,
+                   ref_tokens: torch.Tensor | None, *, steps: int = 4, sampler: str = "euler", noise: Noise = None,
                    prompt_sigma: float = 0.0, exit_steps: Sequence[int] | None = None,
                    true_chunks: Iterable[torch.Tensor] | None = None) -> Iterator[Chunk]:
     """Yield one `Chunk` per keys entry, reading `keys_stream` only when the model is ready for it.
