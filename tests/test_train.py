@@ -228,6 +228,26 @@ def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_pat
     assert model_differences({**named("runs/vae"), "dim": 32}, named("runs/vae")) == ["dim=32"]
 
 
+def test_a_model_saved_before_the_vae_had_a_kind_is_the_same_model():
+    """The shipped duel-tiny (and every run saved before the per-frame autoencoder) has no `kind` and no
+    `norm_groups` in its VAE config: they were the defaults then, so `--init-from` such a run is not refused
+    as a different model; a saved VAE of the other kind still is."""
+    from wantofight.inference.shipped import shipped_path
+    from wantofight.train.checkpoint import model_differences
+    from wantofight.train.config import resolve_config
+
+    folder = shipped_path("duel-tiny")
+    saved = json.loads((folder / "config.json").read_text())["model"]
+    assert "kind" not in saved["vae"] and "norm_groups" not in saved["vae"]  # what this test is about
+    vae = str((folder / "vae").resolve())
+    saved["vae"]["pretrained"] = vae
+    mine = resolve_config("tiny", None, [f"model.vae.pretrained={vae}", "model.height=128", "model.width=128",
+                                         "model.dim=128", "model.ffn_dim=256"]).model_config().to_dict()
+    assert model_differences(saved, mine) == []
+    assert model_differences({**saved, "vae": {**saved["vae"], "kind": "frame"}}, mine) != []
+    assert model_differences({**saved, "timestep_shift": 2.0}, mine) == ["timestep_shift=2.0"]
+
+
 def test_the_constructor_calls_nothing_a_stage_overrides_and_setup_builds_the_parts(tmp_path, monkeypatch):
     """A stage's own state may be set before or after `super().__init__`: the constructor records the run's
     settings, and `setup()` (which `fit()` calls) builds the model, the data and the optimiser."""

@@ -143,10 +143,18 @@ model that differs in them (an old teacher seeds a student with the clean cache 
 
 def model_differences(saved: dict, mine: dict) -> list[str]:
     """Model-config fields (of `to_dict()`) in which a checkpoint's saved model differs from `mine`, as
-    "field=saved value"; `SAMPLING_FIELDS` are not part of the model, and a VAE named by a relative
-    and by an absolute path of the same folder is the same VAE."""
+    "field=saved value"; `SAMPLING_FIELDS` are not part of the model, a VAE named by a relative and by
+    an absolute path of the same folder is the same VAE, and VAE fields a saved config predates (`kind`,
+    `norm_groups`) count as their defaults, the values every such model was made with."""
+    from dataclasses import MISSING, fields
+
+    from wantofight_model.config import VAEConfig
+
+    defaults = json.loads(json.dumps({f.name: f.default for f in fields(VAEConfig) if f.default is not MISSING}))
+
     def vae_folder(model: dict):
-        vae = dict(model.get("vae") or {})
+        saved_vae = model.get("vae") or {}
+        vae = {**{k: v for k, v in defaults.items() if k not in saved_vae}, **saved_vae} if saved_vae else {}
         if vae.get("pretrained"):
             vae["pretrained"] = str(Path(vae["pretrained"]).resolve())
         return vae
