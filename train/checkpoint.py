@@ -146,15 +146,17 @@ def model_differences(saved: dict, mine: dict) -> list[str]:
     "field=saved value"; `SAMPLING_FIELDS` are not part of the model, a VAE named by a relative and by
     an absolute path of the same folder is the same VAE, and VAE fields a saved config predates (`kind`,
     `norm_groups`) count as their defaults, the values every such model was made with."""
-    from dataclasses import MISSING, fields
+    from dataclasses import asdict
 
     from wantofight_model.config import VAEConfig
 
-    defaults = json.loads(json.dumps({f.name: f.default for f in fields(VAEConfig) if f.default is not MISSING}))
-
     def vae_folder(model: dict):
-        saved_vae = model.get("vae") or {}
-        vae = {**{k: v for k, v in defaults.items() if k not in saved_vae}, **saved_vae} if saved_vae else {}
+        vae = dict(model.get("vae") or {})
+        if vae:
+            try:  # as the model loads it (`ModelConfig.from_dict`); one that cannot load differs as saved
+                vae = json.loads(json.dumps(asdict(VAEConfig.from_dict(vae))))
+            except (TypeError, ValueError):
+                pass
         if vae.get("pretrained"):
             vae["pretrained"] = str(Path(vae["pretrained"]).resolve())
         return vae

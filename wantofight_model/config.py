@@ -72,6 +72,11 @@ class VAEConfig:
     pretrained: str | None = None
     """Local diffusers folder (a game VAE, or the Wan2.1 repo root with `vae/`); None = random init."""
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "VAEConfig":
+        """A saved VAE config (`asdict`); fields it predates (`kind`, `norm_groups`) take their defaults."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
     def __post_init__(self) -> None:
         _check(self.kind in VAE_KINDS, f"vae.kind={self.kind!r}; valid: {', '.join(VAE_KINDS)}")
         _positive("vae.base_dim", self.base_dim)
@@ -273,7 +278,7 @@ class ModelConfig:
     def from_dict(cls, data: dict) -> "ModelConfig":
         """A saved config (`to_dict()`); fields it predates take their `LEGACY_FIELDS` value."""
         data = {k: v for k, v in {**LEGACY_FIELDS, **data}.items() if k not in DERIVED_FIELDS}
-        data["vae"] = VAEConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.get("vae", {}).items()})
+        data["vae"] = VAEConfig.from_dict(data.get("vae", {}))
         for key in ("patch_size",):
             if key in data:
                 data[key] = tuple(data[key])
