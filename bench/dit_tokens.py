@@ -26,10 +26,14 @@ import argparse
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from learns import trained, wtf  # noqa: E402  (the recipe's: run a documented `wtf` command; a run's last step)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "inference" / "shipped" / "duel-tiny"
@@ -52,20 +56,6 @@ RECORD = {
     "train-drill": ["--policy", "drill", "--episodes", "2", "--workers", "2", "--seed", "3"],
     "heldout-match": ["--policy", "scripted", "--episodes", "6", "--workers", "2", "--seed", "100"],
 }
-
-
-def wtf(*args: str, log: Path) -> float:
-    """Run `wtf ARGS`, output appended to `log`; seconds taken. A failure stops the script with its tail."""
-    print("$ wtf " + " ".join(args), flush=True)
-    t0 = time.perf_counter()
-    with log.open("a") as f:
-        f.write("\n$ wtf " + " ".join(args) + "\n")
-        f.flush()
-        done = subprocess.run(["wtf", *args, "--no-progress"], stdout=f, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise SystemExit(f"wtf {' '.join(args)} failed (exit {done.returncode}); the end of {log}:\n"
-                         + "".join(log.read_text().splitlines(keepends=True)[-15:]))
-    return time.perf_counter() - t0
 
 
 def init_folder(out: Path, fields: dict, vae: Path) -> Path:
@@ -99,11 +89,6 @@ def finer_patches(file: Path) -> None:
         value = state[key]
         state[key] = value.reshape(4, -1, *value.shape[1:]).mean(dim=0).contiguous()
     save_file(state, str(file))
-
-
-def trained(run: Path, steps: int) -> bool:
-    latest = run / "checkpoints" / "latest"
-    return latest.is_file() and int(latest.read_text().strip().rsplit("_", 1)[-1]) >= steps
 
 
 def one_chunk_errors(report: Path) -> dict[str, dict]:
