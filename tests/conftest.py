@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Two workers on two cores (pyproject's addopts): one thread each, for torch here and for every `wtf`
     # the tests start, instead of four threads fighting over two cores. Set before torch is imported.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A shell that starts a job in the background (`nohup pytest &`, `.ci/run &` from a script) starts it with
+    # Ctrl-C ignored, and every command the tests start would inherit that: the Ctrl-C tests would fail
+    # because nothing can be interrupted. They test what a terminal's Ctrl-C does, so give them Python's
+    # own handler back (a command started after this gets SIGINT's default at exec).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest
 
