@@ -31,10 +31,6 @@ import torch
 from wantofight.inference.checkpoints import CHECKPOINT_DIR, PREFIX, list_checkpoints
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used (missing, from another preset or stage, incomplete)."""
-
-
 def checkpoint_name(step: int) -> str:
     return f"{PREFIX}{step:08d}"
 

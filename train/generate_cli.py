@@ -63,24 +63,12 @@ def stage3_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
     """Stage 3: DMD to a 4-step causal student with a TTUR critic and self-forcing rollouts."""
-    from wantofight.train.checkpoint import CheckpointError
-    from wantofight.train.config import ConfigError
-    from wantofight.train.data import DataError
-    from wantofight.train.distributed import teardown
     from wantofight.devices import resolve_device
-    from wantofight.train.stage3 import train_stage3
-    from wantofight.train.trainer import TrainError
+    from wantofight.train.run import run_stage
 
-    steps = step_count(steps, max_steps)
-    try:
-        train_stage3(preset=preset, data=data, out=out, teacher=teacher, max_steps=steps, resume=resume,
-                     config_file=config_file, sets=set_, device=resolve_device(device), progress=progress, overwrite=overwrite)
-    except KeyboardInterrupt:
-        raise typer.Exit(130)
-    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
-        fail(str(err))
-    finally:
-        teardown()
+    run_stage("stage3", preset=preset, data=data, out=out, teacher=teacher, max_steps=step_count(steps, max_steps),
+              resume=resume, config_file=config_file, sets=set_, device=resolve_device(device), progress=progress,
+              overwrite=overwrite, fail=fail)
 
 
 def decoder_command(
@@ -119,7 +107,7 @@ def decoder_command(
 
 def vae_command(
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR (wtf build-curriculum); PSNR is measured on its val split."),
-    out: Path = typer.Option(..., "--out", help="New folder: a diffusers AutoencoderKLWan (loadable wherever --vae is) + report.json."),
+    out: Path = typer.Option(..., "--out", help="New folder: a diffusers autoencoder (loadable wherever --vae is) + report.json."),
     size: str = typer.Option("128x128", "--size", help="Frame size HEIGHTxWIDTH trained and measured at (multiples of 16)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps (default 2000)."),
     max_steps: Optional[int] = MAX_STEPS_OPTION,
@@ -130,26 +118,16 @@ def vae_command(
     device: str = DEVICE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
-    """Train a small Wan-layout VAE (4x time, 8x space, 16 channels) on the game's frames."""
-    from wantofight.train.checkpoint import CheckpointError
-    from wantofight.train.config import ConfigError
-    from wantofight.train.data import DataError
-    from wantofight.train.distributed import teardown
+    """Train the game's autoencoder on its frames: the Wan layout (4x time, 8x space, 16 channels) or, with
+    --set model.vae.kind=frame, a per-frame one (no time compression, 8x or 4x in space)."""
     from wantofight.devices import resolve_device
+    from wantofight.train.run import run_guarded
     from wantofight.train.vae.config import parse_size
     from wantofight.train.vae.trainer import train_vae
-    from wantofight.train.trainer import TrainError
 
     steps = step_count(steps, max_steps)
-    try:
-        train_vae(data, out, parse_size(size), steps, set_, config_file, resume, resolve_device(device), progress,
-                  overwrite=overwrite)
-    except KeyboardInterrupt:
-        raise typer.Exit(130)
-    except (ConfigError, DataError, TrainError, CheckpointError, FileNotFoundError) as err:
-        fail(str(err))
-    finally:
-        teardown()
+    run_guarded(lambda: train_vae(data, out, parse_size(size), steps, set_, config_file, resume, resolve_device(device),
+                                  progress, overwrite=overwrite), fail=fail)
 
 
 def register(root: typer.Typer, train_app: typer.Typer) -> None:

@@ -66,6 +66,12 @@ def train(stage: str, *, preset: str, data: Path | None, out: Path, max_steps: i
 
 def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
     """`train()` with every expected error as one line and exit code 2 (130 after Ctrl-C)."""
+    run_guarded(lambda: train(stage, **kwargs), fail=fail)
+
+
+def run_guarded(call: Callable[[], object], *, fail: Callable[[str], None]) -> None:
+    """Run a training call for the CLI (a stage, the game VAE): an expected error is one line and exit
+    code 2, Ctrl-C exit code 130, and the process group is torn down either way."""
     import typer
 
     from wantofight.train.config import ConfigError
@@ -74,7 +80,7 @@ def run_stage(stage: str, *, fail: Callable[[str], None], **kwargs) -> None:
     from wantofight.train.trainer import TrainError
 
     try:
-        train(stage, **kwargs)
+        call()
         teardown(barrier=True)
     except KeyboardInterrupt:
         raise typer.Exit(130)
