@@ -72,6 +72,10 @@ def prune_block(block: nn.Module, keep: torch.Tensor | int) -> None:
             conv2.weight.copy_(old2.weight[:, keep])
             conv2.bias.copy_(old2.bias)
     block.conv1, block.norm2, block.conv2 = conv1, norm2, conv2
+    if not isinstance(old_norm, nn.GroupNorm):
+        from wantofight_model.cpu_kernels import use_fast_cpu_kernels
+
+        use_fast_cpu_kernels(block)  # the new layers take the VAE's CPU kernels, as the ones they replace
 
 
 def load_pruned_decoder(folder: str | Path, vae, device: torch.device | str = "cpu") -> nn.Module:

@@ -49,6 +49,42 @@ def test_streaming_decoder_equals_whole_decode(which, request):
     assert torch.equal(parts, whole)
 
 
+def conv_kernels(run) -> set[str]:
+    """`run()`'s result and the convolution and norm kernels PyTorch ran for it."""
+    with torch.autograd.profiler.profile() as prof:
+        out = run()
+    return out, {e.key for e in prof.key_averages() if e.key.startswith("aten::") and ("conv" in e.key or "norm" in e.key)}
+
+
+def test_the_vae_takes_the_faster_cpu_kernels_and_gives_the_same_frames(residual_vae):
+    """PyTorch runs a streamed decode's small convolutions on its slow im2col kernels; the VAE's own
+    layers call oneDNN and sum the RMS norm's squares (wantofight_model/cpu_kernels.py): the same frames
+    to float32 rounding."""
+    import copy
+    import pickle
+
+    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d, WanRMS_norm
+
+    z = torch.randn(1, 16, 3, 8, 8)
+    fast, kernels = conv_kernels(lambda: residual_vae.streaming_decoder().decode(z))
+    slow_kernels = {"aten::slow_conv3d_forward", "aten::_slow_conv2d_forward", "aten::linalg_vector_norm"}
+    assert "aten::mkldnn_convolution" in kernels and not kernels & slow_kernels, kernels
+    plain = copy.deepcopy(residual_vae)
+    for m in plain.modules():
+        for layer in (WanCausalConv3d, torch.nn.Conv2d, WanRMS_norm):
+            if isinstance(m, layer):
+                m.__class__ = layer
+    slow, kernels = conv_kernels(lambda: plain.streaming_decoder().decode(z))
+    assert kernels >= slow_kernels, kernels  # what the VAE ran before: the test can tell
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-4)
+    again = pickle.loads(pickle.dumps(residual_vae))  # a layer class that pickles (worker processes)
+    assert torch.equal(again.streaming_decoder().decode(z), fast)
+    with torch.enable_grad():  # training keeps PyTorch's own choice (and its gradients)
+        frames = residual_vae.autoencoder.decode(z.requires_grad_()).sample
+        frames.mean().backward()
+    assert z.grad is not None
+
+
 @pytest.mark.parametrize("which", ["vae", "residual_vae"])
 def test_streaming_encoder_equals_whole_encode(which, request):
     """The teacher-forced benchmark encodes a case chunk by chunk as the model reaches it."""

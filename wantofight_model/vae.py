@@ -124,9 +124,15 @@ def load_vae_folder(path: str | Path, device: torch.device | str = "cpu",
 
 
 class WanVAE(LatentVAE):
-    """Normalising wrapper around `AutoencoderKLWan`."""
+    """Normalising wrapper around `AutoencoderKLWan`; its layers take the faster CPU kernels of
+    cpu_kernels.py (the same frames, several times faster on the CPU)."""
 
     time_factor = 4
+
+    def __init__(self, autoencoder: nn.Module):
+        from wantofight_model.cpu_kernels import use_fast_cpu_kernels
+
+        super().__init__(use_fast_cpu_kernels(autoencoder))
 
     @classmethod
     def from_config(cls, config: VAEConfig, device: torch.device | str = "cpu",
