@@ -26,6 +26,7 @@ def generate_command(
     fps: int = typer.Option(30, "--fps", help="Frame rate written into the MP4."),
     device: str = DEVICE_OPTION,
     prompt: Optional[int] = typer.Option(None, "--prompt-frames", help="Use the first 1 + 8 m frames of --first-frames as the prompt (default: the longest such prefix)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar (stderr)."),
 ) -> None:
     """Stream a video from a checkpoint, a first frame, a key file and reference images (any length)."""
     from wantofight.collect.game_registry import resolve_refs
@@ -38,7 +39,8 @@ def generate_command(
         fail(f"--steps must be >= 1, got {steps}")
     try:
         result = generate_from_files(checkpoint, first_frames, keys, resolve_refs(refs), out, steps,
-                                     hud, preset, weights, decoder, sampler, seed, fps, device, prompt_count=prompt)
+                                     hud, preset, weights, decoder, sampler, seed, fps, device, prompt_count=prompt,
+                                     progress=progress)
     except (GenerationError, KeyFileError, FileNotFoundError, ValueError) as err:
         fail(str(err))
     ms = [1000 * s for s in result.chunk_seconds]

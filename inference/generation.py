@@ -164,8 +164,11 @@ def load_generator(checkpoint: str | Path, preset: str | None = None, weights: s
 # Inputs: first frames, reference images, keys
 # ---------------------------------------------------------------------------------------------
 
-def read_frames(path: str | Path) -> np.ndarray:
-    """An image (PNG/JPEG...) or a video (MP4...) -> (T, h, w, 3) uint8."""
+def read_frames(path: str | Path, limit: int | None = None) -> np.ndarray:
+    """An image (PNG/JPEG...) or a video (MP4...) -> (T, h, w, 3) uint8: every frame, or the first `limit`
+    (the rest is not decoded: a prompt from a long episode costs only its own frames)."""
+    import itertools
+
     import av
 
     from wantofight.video import iter_frames
@@ -174,7 +177,7 @@ def read_frames(path: str | Path) -> np.ndarray:
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     try:
-        frames = list(iter_frames(path))
+        frames = list(itertools.islice(iter_frames(path), limit))
     except (av.error.FFmpegError, ValueError, IndexError) as err:
         raise GenerationError(f"{path}: cannot read frames ({err})") from None
     if not frames:
@@ -205,7 +208,7 @@ def reference_images(paths: list[str | Path], config: ModelConfig) -> torch.Tens
     if len(paths) != config.num_players:
         raise GenerationError(f"{len(paths)} reference image(s) given; the model binds {config.num_players} players "
                               "(--refs P1.png,P2.png)")
-    return torch.stack([square_resize(read_frames(p)[0], config.clip_image_size) for p in paths])[None]
+    return torch.stack([square_resize(read_frames(p, limit=1)[0], config.clip_image_size) for p in paths])[None]
 
 
 def key_rows(p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
@@ -377,22 +380,29 @@ def draw_hud(frames: np.ndarray, masks: np.ndarray, start_row: int, total: int, 
 
 def generate_video(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarray, refs: torch.Tensor,
                    out: Path, steps: int = 4, hud: bool = False, fps: int = 30, sampler: str | None = None,
-                   seed: int = 0, prompt_sigma: float = 0.0) -> GenerationResult:
-    """Generate rows 0..N (masks (1 + N, 2)) and write them to `out` chunk by chunk."""
+                   seed: int = 0, prompt_sigma: float = 0.0, progress: bool = False) -> GenerationResult:
+    """Generate rows 0..N (masks (1 + N, 2)) and write them to `out` chunk by chunk (with `progress`, a
+    bar of the chunks on stderr)."""
+    from wantofight.progress import Progress
+
     writer = Mp4Writer(out, fps)
     result = GenerationResult(frames=0, chunks=0, path=Path(out))
+    chunks = max(0, -(-(len(masks) - prompt.shape[2]) // loaded.config.chunk_frames))
     try:
-        t0 = time.perf_counter()
-        for i, (frames, rows) in enumerate(stream_chunks(loaded, prompt, masks, refs, steps, sampler, seed,
-                                                         prompt_sigma)):
-            if i > 0:
-                result.chunk_seconds.append(time.perf_counter() - t0)
-                result.chunks += 1
-            if hud:  # the first part is the prompt, through the VAE; the rest is the model's
-                frames = draw_hud(frames, rows, result.frames, len(masks), "GENERATED" if i else "PROMPT")
-            writer.write(frames)
-            result.frames += len(rows)
+        with Progress("generate", total=chunks, unit="chunks", detail="{rows:,} rows", enabled=progress, eta=True,
+                      transient=True, rows=0) as bar:
             t0 = time.perf_counter()
+            for i, (frames, rows) in enumerate(stream_chunks(loaded, prompt, masks, refs, steps, sampler, seed,
+                                                             prompt_sigma)):
+                if i > 0:
+                    result.chunk_seconds.append(time.perf_counter() - t0)
+                    result.chunks += 1
+                if hud:  # the first part is the prompt, through the VAE; the rest is the model's
+                    frames = draw_hud(frames, rows, result.frames, len(masks), "GENERATED" if i else "PROMPT")
+                writer.write(frames)
+                result.frames += len(rows)
+                bar.update(completed=result.chunks, rows=result.frames)
+                t0 = time.perf_counter()
     except BaseException:
         writer.discard()
         raise
@@ -404,13 +414,17 @@ def generate_from_files(checkpoint: str | Path, first_frames: str | Path, keys: 
                         out: str | Path, steps: int = 4, hud: bool = False, preset: str | None = None,
                         weights: str = "ema", decoder: str | Path | None = None, sampler: str | None = None,
                         seed: int = 0, fps: int = 30, device: str = "cpu", prompt_sigma: float = 0.0,
-                        prompt_count: int | None = None) -> GenerationResult:
+                        prompt_count: int | None = None, progress: bool = False) -> GenerationResult:
     """`wtf generate`: files in, MP4 out."""
     from wantofight.collect.keyfile import read_key_file
 
     loaded = load_generator(checkpoint, preset, weights, device, decoder)
     script = read_key_file(keys)
-    prompt = prompt_frames(read_frames(first_frames), loaded.config, prompt_count)
+    masks = key_rows(script.p1, script.p2)
+    # a prompt longer than the key file's rows leaves nothing to generate (stream_chunks says so): reading a
+    # chunk more than them is enough to tell, however long the clip
+    limit = prompt_count if prompt_count is not None and prompt_count >= 1 else len(masks) + loaded.config.chunk_frames
+    prompt = prompt_frames(read_frames(first_frames, limit), loaded.config, prompt_count)
     ref = reference_images(refs, loaded.config)
-    return generate_video(loaded, prompt, key_rows(script.p1, script.p2), ref, Path(out), steps, hud, fps,
-                          sampler, seed, prompt_sigma)
+    return generate_video(loaded, prompt, masks, ref, Path(out), steps, hud, fps,
+                          sampler, seed, prompt_sigma, progress=progress)

@@ -235,9 +235,9 @@ def first_frame(settings: ModelPlaySettings, game: GameSpec, state: str) -> tupl
         if not all((source / name).is_file() for name in ("video.mp4", "start.state", "meta.json")):
             raise ModelPlayError(f"--first-frames {source}: not an episode folder (video.mp4, start.state, meta.json)")
         skip = json.loads((source / "meta.json").read_text()).get("frame_skip")
-        return read_frames(source / "video.mp4")[0], files.read_state(source / "start.state"), skip
+        return read_frames(source / "video.mp4", limit=1)[0], files.read_state(source / "start.state"), skip
     if source is not None:
-        return read_frames(source)[0], None, None
+        return read_frames(source, limit=1)[0], None, None
     panel = EmulatorPanel(game, state, None, settings.fps)
     try:
         return panel.row((0, 0)), None, None

@@ -75,6 +75,35 @@ def test_a_clip_prompt_covers_its_own_rows(files, tmp_path):
         "--out", str(out), "--steps", "1"])
     assert result.exit_code == 0, result.output
     assert read_frames(out).shape[0] == 21  # the 9 clip frames + 12 generated rows
+    assert read_frames(out, limit=9).shape[0] == 9  # a prompt decodes only its own frames, however long the clip
+
+
+def test_only_the_prompt_frames_of_a_long_clip_are_decoded(files, tmp_path, monkeypatch):
+    """--first-frames of a long recording: the frames after the prompt (and after the key file's rows,
+    without --prompt-frames) are never decoded, so memory does not grow with the clip."""
+    from wantofight import video
+
+    decoded = []
+    frames = video.iter_frames
+
+    def counting(path):
+        for frame in frames(path):
+            decoded.append(1)
+            yield frame
+
+    monkeypatch.setattr(video, "iter_frames", counting)
+    long = tmp_path / "long.mp4"
+    writer = Mp4Writer(long, 30)
+    writer.write(np.random.default_rng(0).integers(0, 256, (60, 64, 64, 3), np.uint8))
+    writer.commit()
+    for extra, most in ((["--prompt-frames", "1"], 1), ([], 21 + 8)):  # rows 0..20 of fight.keys, + a chunk
+        decoded.clear()
+        result = CliRunner().invoke(app(), [
+            "generate", "--checkpoint", str(files / "model.safetensors"), "--first-frames", str(long), *extra,
+            "--keys", str(files / "fight.keys"), "--refs", f"{files / 'p1.mp4'},{files / 'p2.mp4'}",
+            "--out", str(tmp_path / "out.mp4"), "--steps", "1"])
+        assert len(decoded) == most + 2, (extra, len(decoded))  # + p1.mp4's and p2.mp4's first frames
+        assert result.exit_code == (0 if extra else 2), result.output  # without it: 25 prompt rows, nothing to make
 
 
 def test_bad_inputs_fail_in_one_line(files, tmp_path):
