@@ -1,5 +1,5 @@
-"""What places a sprite (issue #32 item 3): the timestep shift and the RoPE base of the tiny DiT, each
-measured on the one-chunk x error (`wtf benchmark run --teacher-forced`: every chunk generated from the
+"""What places a sprite (issue #32 item 3): the timestep shift, the RoPE base and the patch size of the tiny
+DiT, each measured on the one-chunk x error (`wtf benchmark run --teacher-forced`: every chunk generated from the
 recorded chunks before it), side by side with the first frame, the emulator and the shipped model.
 
     python bench/dit_tokens.py [--steps 1000] [--max-cases 3] [--variants shift5,shift2,...]
@@ -105,10 +105,30 @@ def one_chunk_errors(report: Path) -> dict[str, dict]:
         means = [float(np.mean(c)) for c in per_case]
         rows[info["name"]] = {"cases": len(per_case), "chunks": curve, "mean": float(np.mean(means)),
                               "ci": intervals.bootstrap(means),
+                              "by_case": {c["case_id"]: m for c, m in zip((c for c in cases if any(
+                                  v is not None for v in x_error_chunks(c))), means)},
                               "ms_per_chunk": 1000 * float(np.mean(s)) if (s := [x for c in cases
                                                                                for x in c.get("chunk_seconds", [])])
                               else None}
     return rows
+
+
+def paired(rows: dict[str, dict], name: str, base: str) -> str:
+    """`name` minus `base` on the cases both scored: the mean of the per-case differences, its 95% interval
+    and how many cases `name` is the lower on. Two rows whose own intervals overlap can still differ
+    case by case: the cases are the same, so their spread between cases cancels here."""
+    from wantofight.benchmark import intervals
+
+    a, b = rows[name]["by_case"], rows[base]["by_case"]
+    d = [a[k] - b[k] for k in a if k in b]
+    if name == base or not d:
+        return "–"
+    lo, hi = intervals.bootstrap(d) or (float("nan"), float("nan"))
+    return f"{np.mean(d):+.1f} [{lo:+.1f}, {hi:+.1f}] ({sum(x < 0 for x in d)}/{len(d)})"
+
+
+BASE = "shift5 teacher-forced"
+"""The row every variant is paired with: the same 1,000 steps at today's settings."""
 
 
 def main() -> None:
@@ -190,14 +210,17 @@ def main() -> None:
              f"chunks before it) on held-out matches (seed 100): {SCENARIOS}, at most {args.max_cases} cases each.", "",
              f"x error in native px (both players, the probe's x against RAM), per 8-row chunk (the first "
              f"{SHOWN_CHUNKS}) and the mean over all of a case's chunks (95% interval over cases); ms per chunk on "
-             f"this machine.", "",
-             "| variant | cases | " + " | ".join(f"chunk {t + 1}" for t in range(width)) + " | mean [95%] | ms/chunk |",
-             "|---|---|" + "---|" * width + "---|---|"]
+             f"this machine. Paired: the row minus `{BASE}` case by case (mean, 95% interval, cases where the row is "
+             "lower).", "",
+             "| variant | cases | " + " | ".join(f"chunk {t + 1}" for t in range(width))
+             + " | mean [95%] | paired vs shift 5 | ms/chunk |",
+             "|---|---|" + "---|" * width + "---|---|---|"]
     for name, r in rows.items():
         cells = [f"{v:.1f}" for v in r["chunks"][:width]] + ["–"] * (width - len(r["chunks"][:width]))
         ci = f" [{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else ""
         ms = f"{r['ms_per_chunk']:.0f}" if r["ms_per_chunk"] else "n/a"
-        lines.append(f"| {name} | {r['cases']} | " + " | ".join(cells) + f" | {r['mean']:.1f}{ci} | {ms} |")
+        vs = paired(rows, name, BASE) if BASE in rows else "n/a"
+        lines.append(f"| {name} | {r['cases']} | " + " | ".join(cells) + f" | {r['mean']:.1f}{ci} | {vs} | {ms} |")
     lines += ["", "Seconds per step of this run: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()), ""]
     text = "\n".join(lines)
     print(text)
