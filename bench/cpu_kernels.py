@@ -80,7 +80,8 @@ def main() -> None:
     torch.manual_seed(0)
     rows = [("duel-tiny VAE", "128x128", load_vae_folder(SHIPPED / "vae").eval(), shipped),
             ("tiny preset VAE", "64x64", WanVAE.from_config(get_preset("tiny").vae).eval(), get_preset("tiny"))]
-    print(f"ms per chunk of 8 frames (median over chunks 2..{args.chunks + 1}, best of {args.repeats} repeats), CPU")
+    print(f"ms per chunk of 8 frames (median over the {args.chunks} chunks after the first frame, best of {args.repeats} "
+          "repeats), CPU")
     print(f"{'VAE':16} {'size':8} {'threads':>7} {'decode pytorch':>15} {'decode fast':>12} {'ratio':>6} "
           f"{'encode pytorch':>15} {'encode fast':>12} {'ratio':>6} {'max |diff|':>10} {'DiT chunk':>10}")
     for threads in (int(t) for t in args.threads.split(",")):
