@@ -1,8 +1,8 @@
 """What the Wan VAE's faster CPU kernels buy (wantofight_model/cpu_kernels.py): ms per chunk of a
 streamed decode and encode with them and with PyTorch's own kernels, side by side in one run.
 
-The same VAE and latents in both modes, interleaved repeat by repeat; "pytorch" is the VAE with its
-layers turned back into diffusers' classes. Rows: the shipped duel-tiny's VAE (128x128) and the tiny
+The same VAE and latents in both modes, interleaved repeat by repeat; "pytorch" is a copy of the VAE with
+its layers turned back into diffusers' classes (`use_pytorch_kernels`). Rows: the shipped duel-tiny's VAE (128x128) and the tiny
 preset's random VAE (64x64, the one the tests and the README use); a chunk is 8 frames (2 latent
 frames). For scale, the last column is what the duel-tiny DiT itself takes per chunk (4 steps and
 the clean cache write, DiT only): the decoder is most of a generated chunk's cost on the CPU. Not a test.
@@ -25,18 +25,6 @@ from model import rollout  # bench/model.py: `python bench/cpu_kernels.py` puts 
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "inference" / "shipped" / "duel-tiny"
-
-
-def pytorch_kernels(vae):
-    """A copy of `vae` with every layer back in diffusers' own class (PyTorch's kernel choice)."""
-    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d, WanRMS_norm
-
-    plain = copy.deepcopy(vae)
-    for m in plain.modules():
-        for layer in (WanCausalConv3d, torch.nn.Conv2d, WanRMS_norm):
-            if isinstance(m, layer):
-                m.__class__ = layer
-    return plain
 
 
 def streamed(vae, latents: torch.Tensor, frames: torch.Tensor, chunks: int) -> tuple[float, float, torch.Tensor]:
@@ -63,11 +51,12 @@ def dit_ms(config, chunks: int) -> float:
     torch.manual_seed(0)
     model = WanToFight.from_config(config).eval()
     times, _ = rollout(StreamingGenerator(model), model.config, chunks, 4, use_cache=True)
-    return 1000 * statistics.median(times[1:])
+    return 1000 * statistics.median(times[1:] or times)  # after the first chunk, when there is one
 
 
 def main() -> None:
     from wantofight_model.config import ModelConfig
+    from wantofight_model.cpu_kernels import use_pytorch_kernels
     from wantofight_model.presets import get_preset
     from wantofight_model.vae import WanVAE, load_vae_folder
 
@@ -87,7 +76,7 @@ def main() -> None:
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)
         for name, size, fast, config in rows:
-            plain = pytorch_kernels(fast)
+            plain = use_pytorch_kernels(copy.deepcopy(fast))
             h, w = (int(v) for v in size.split("x"))
             gen = torch.Generator().manual_seed(0)
             latents = torch.randn(1, 16, 1 + 2 * args.chunks, h // 8, w // 8, generator=gen)

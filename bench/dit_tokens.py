@@ -98,15 +98,13 @@ def one_chunk_errors(report: Path) -> dict[str, dict]:
 
     rows = {}
     for info, cases in read_variants(report):
-        per_case = [[v for v in x_error_chunks(c) if v is not None] for c in cases]
-        per_case = [c for c in per_case if c]
-        chunks = max(len(c) for c in per_case)
-        curve = [float(np.mean([c[t] for c in per_case if t < len(c)])) for t in range(chunks)]
-        means = [float(np.mean(c)) for c in per_case]
+        per_case = {c["case_id"]: v for c in cases if (v := [x for x in x_error_chunks(c) if x is not None])}
+        chunks = max(len(c) for c in per_case.values())
+        curve = [float(np.mean([c[t] for c in per_case.values() if t < len(c)])) for t in range(chunks)]
+        by_case = {k: float(np.mean(c)) for k, c in per_case.items()}
+        means = list(by_case.values())
         rows[info["name"]] = {"cases": len(per_case), "chunks": curve, "mean": float(np.mean(means)),
-                              "ci": intervals.bootstrap(means),
-                              "by_case": {c["case_id"]: m for c, m in zip((c for c in cases if any(
-                                  v is not None for v in x_error_chunks(c))), means)},
+                              "ci": intervals.bootstrap(means), "by_case": by_case,
                               "ms_per_chunk": 1000 * float(np.mean(s)) if (s := [x for c in cases
                                                                                for x in c.get("chunk_seconds", [])])
                               else None}

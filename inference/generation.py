@@ -240,6 +240,11 @@ class GenerationResult:
     path: Path | None = None
 
 
+def chunk_count(rows: int, prompt_rows: int, chunk_frames: int) -> int:
+    """Chunks that generate rows prompt_rows..rows-1 (the last one padded with released keys)."""
+    return max(0, -(-(rows - prompt_rows) // chunk_frames))
+
+
 def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarray, refs: torch.Tensor,
                   steps: int = 4, sampler: str | None = None, seed: int = 0, prompt_sigma: float = 0.0,
                   true_frames: Iterable[np.ndarray] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -255,7 +260,7 @@ def stream_chunks(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndarr
     if total <= T0:
         raise GenerationError(f"the key file covers rows 1..{total - 1} but the first frames already cover rows "
                               f"0..{T0 - 1}: nothing to generate (give more key-file rows)")
-    n_chunks = -(-(total - T0) // L)
+    n_chunks = chunk_count(total, T0, L)
     padded = np.zeros((T0 + n_chunks * L, 2), np.uint16)
     padded[:total] = masks  # released keys pad the last chunk
     chunks = (padded[T0 + c * L:T0 + (c + 1) * L] for c in range(n_chunks))
@@ -387,7 +392,7 @@ def generate_video(loaded: LoadedGenerator, prompt: torch.Tensor, masks: np.ndar
 
     writer = Mp4Writer(out, fps)
     result = GenerationResult(frames=0, chunks=0, path=Path(out))
-    chunks = max(0, -(-(len(masks) - prompt.shape[2]) // loaded.config.chunk_frames))
+    chunks = chunk_count(len(masks), prompt.shape[2], loaded.config.chunk_frames)
     try:
         with Progress("generate", total=chunks, unit="chunks", detail="{rows:,} rows", enabled=progress, eta=True,
                       transient=True, rows=0) as bar:

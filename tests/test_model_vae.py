@@ -49,7 +49,7 @@ def test_streaming_decoder_equals_whole_decode(which, request):
     assert torch.equal(parts, whole)
 
 
-def conv_kernels(run) -> set[str]:
+def conv_kernels(run) -> tuple[torch.Tensor, set[str]]:
     """`run()`'s result and the convolution and norm kernels PyTorch ran for it."""
     with torch.autograd.profiler.profile() as prof:
         out = run()
@@ -63,17 +63,13 @@ def test_the_vae_takes_the_faster_cpu_kernels_and_gives_the_same_frames(residual
     import copy
     import pickle
 
-    from diffusers.models.autoencoders.autoencoder_kl_wan import WanCausalConv3d, WanRMS_norm
+    from wantofight_model.cpu_kernels import use_pytorch_kernels
 
     z = torch.randn(1, 16, 3, 8, 8)
     fast, kernels = conv_kernels(lambda: residual_vae.streaming_decoder().decode(z))
     slow_kernels = {"aten::slow_conv3d_forward", "aten::_slow_conv2d_forward", "aten::linalg_vector_norm"}
     assert "aten::mkldnn_convolution" in kernels and not kernels & slow_kernels, kernels
-    plain = copy.deepcopy(residual_vae)
-    for m in plain.modules():
-        for layer in (WanCausalConv3d, torch.nn.Conv2d, WanRMS_norm):
-            if isinstance(m, layer):
-                m.__class__ = layer
+    plain = use_pytorch_kernels(copy.deepcopy(residual_vae))
     slow, kernels = conv_kernels(lambda: plain.streaming_decoder().decode(z))
     assert kernels >= slow_kernels, kernels  # what the VAE ran before: the test can tell
     torch.testing.assert_close(fast, slow, rtol=0, atol=1e-4)

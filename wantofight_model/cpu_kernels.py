@@ -78,8 +78,17 @@ def __getattr__(name: str):  # built on first use: importing this module does no
 def use_fast_cpu_kernels(module: nn.Module) -> nn.Module:
     """Every `WanCausalConv3d`, `nn.Conv2d` and `WanRMS_norm` of `module` (in place) on the faster CPU
     kernels; returns `module`."""
-    swap = _classes()
+    return _swap(module, _classes())
+
+
+def use_pytorch_kernels(module: nn.Module) -> nn.Module:
+    """The inverse: every layer of `module` back in its diffusers / torch class (PyTorch's own kernel
+    choice), in place; returns `module`. What the faster kernels are measured and tested against."""
+    return _swap(module, {fast: plain for plain, fast in _classes().items()})
+
+
+def _swap(module: nn.Module, classes: dict[type, type]) -> nn.Module:
     for m in module.modules():
-        if type(m) in swap:
-            m.__class__ = swap[type(m)]
+        if type(m) in classes:
+            m.__class__ = classes[type(m)]
     return module
