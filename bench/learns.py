@@ -208,12 +208,14 @@ def main() -> None:
     wtf("benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(report), "--model", "emulator",
         "--keys", "zero,swap-players", "--scenarios", short, "--max-cases", str(args.max_cases), "--no-lpips",
         "--videos", "1", "--resume", log=log)
-    for name, keys, scenarios in [*((n, "real", short) for n in runs if n != "stage3"),
-                                  ("stage3", "real", ",".join(SCENARIO_ORDER)),
-                                  ("stage3", "zero,swap-players", short)]:
+    # the student teacher-forced on the short cases (each chunk from the recorded context): its one-chunk error
+    for name, keys, scenarios, extra in [*((n, "real", short, []) for n in runs if n != "stage3"),
+                                         ("stage3", "real", ",".join(SCENARIO_ORDER), []),
+                                         ("stage3", "zero,swap-players", short, []),
+                                         ("stage3", "real", short, ["--teacher-forced"])]:
         wtf("benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(report), "--checkpoint",
             str(runs[name]), "--keys", keys, "--scenarios", scenarios, "--max-cases", str(args.max_cases),
-            "--no-lpips", "--videos", "1", "--resume", log=log)
+            "--no-lpips", "--videos", "1", "--resume", *extra, log=log)
     seconds["benchmark"] = time.perf_counter() - t0
     seconds = spent(args.runs / "seconds.json", seconds)
 
@@ -336,6 +338,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
                                             zip(padded(v["x_error_chunks"]), padded(v["extra_fighters_chunks"]))) + " |")
     out += ["", *key_gaps(runs), ""]
     out += ["", *targets(by), ""]
+    out += [*place_targets(report_dir=args.runs / "report"), ""]
     out += ["## Time (seconds each step took; a step reused from an earlier invocation of the recipe in the same "
             "--runs folder keeps its time, the benchmark's add up; runs/.../seconds.json)", "",
             "| " + " | ".join(seconds) + " |", "|---" * len(seconds) + "|",
@@ -420,6 +423,93 @@ def targets(by: dict) -> list[str]:
                   f"it (`{vae}`) scores {follow(vae, 'single-action'):.2f} x the emulator on single-action cases "
                   f"and {follow(vae, 'dual-action'):.2f} x on dual-action ones."]
     return lines
+
+
+WINDOW_CHUNKS = 6
+"""A short case's 49 rows: the prompt and 6 chunks of 8 generated rows. A 60-s case is read over its first 6."""
+
+
+def place_targets(report_dir: Path, student: str = "stage3") -> list[str]:
+    """Where the student puts the fighters, read case by case against the first frame and the emulator on the same
+    cases: free-running x error over a 49-row window, one chunk from the true context (teacher-forced), what
+    releasing the keys costs, and the 60-s sessions. Each with a paired 95% bootstrap interval over cases."""
+    import numpy as np
+
+    from wantofight.benchmark import intervals as ci
+    from wantofight.benchmark.report import mean, read_variants, x_error_chunks
+
+    cases = {info["name"]: {c["case_id"]: c for c in found} for info, found in read_variants(report_dir)}
+    need = ("emulator", "first-frame", student)
+    if any(not cases.get(n) for n in need):
+        return ["## Place and motion", "", f"Not scored: the report holds no {', '.join(n for n in need if not cases.get(n))}."]
+
+    def window(case: dict, first: int = 0) -> float | None:  # mean x error (px, both players) over chunks first..6
+        return mean(v for v in x_error_chunks(case)[first:WINDOW_CHUNKS] if v is not None)
+
+    def paired(names: list[str], value, scenarios=None) -> tuple[list[str], list[list[float]]]:
+        """The cases every variant in `names` scored (in `scenarios`, if given) with a value, and the values."""
+        ids = sorted(set.intersection(*(set(cases.get(n, {})) for n in names)))
+        ids = [i for i in ids if scenarios is None or cases[names[0]][i]["scenario"] in scenarios]
+        ids = [i for i in ids if all(value(cases[n][i]) is not None for n in names)]
+        return ids, [[value(cases[n][i]) for i in ids] for n in names]
+
+    def interval(pair, spec: str = ".2f") -> str:
+        return "–" if pair is None else f"[{pair[0]:{spec}}, {pair[1]:{spec}}]"
+
+    rows = []
+    # 1. free-running, every case (short and 60-s) over its first 49 rows
+    ids, (s3, ff, em) = paired([student, "first-frame", "emulator"], window)
+    ratio = np.mean(s3) / np.mean(ff)
+    per_chunk = {n: [mean(x_error_chunks(cases[n][i])[k] for i in ids if len(x_error_chunks(cases[n][i])) > k)
+                     for k in range(WINDOW_CHUNKS)] for n in (student, "first-frame")}
+    below = [a is not None and b is not None and a < b for a, b in zip(per_chunk[student], per_chunk["first-frame"])]
+    rows.append(f"| free-running x error over a 49-row window, x the first frame's ({len(ids)} cases) | "
+                f"{ratio:.2f} {interval(ci.paired_bootstrap(lambda a, b: a / b, s3, ff))} ({np.mean(s3):.1f} px vs "
+                f"{np.mean(ff):.1f}); below it at {sum(below)} of {WINDOW_CHUNKS} chunks | <= 0.6 and below at every "
+                f"chunk | {'met' if ratio <= 0.6 and all(below) else 'not met'} | {np.mean(em) / np.mean(ff):.2f} "
+                f"({np.mean(em):.1f} px) |")
+    # 2. one chunk from the true context: teacher-forced chunks 2-6 (chunk 1 is the free-running one)
+    forced = f"{student} teacher-forced"
+    if cases.get(forced):
+        ids, (tf, ff, em) = paired([forced, "first-frame", "emulator"], lambda c: window(c, 1))
+        got = float(np.mean(tf))
+        rows.append(f"| one chunk from the true context, x error px (teacher-forced chunks 2-6, {len(ids)} cases; "
+                    f"first frame {np.mean(ff):.1f}) | {got:.1f} {interval(ci.bootstrap(tf), '.1f')} | <= 8 | "
+                    f"{'met' if got <= 8 else 'not met'} | {np.mean(em):.1f} |")
+    else:
+        rows.append("| one chunk from the true context, x error px | n/a (no teacher-forced run) | <= 8 | n/a | |")
+    # 3. what releasing every key costs: x error with --keys zero minus with the keys, same short cases
+
+    def case_x(case: dict) -> float | None:
+        return mean(v for p in case["x_error"] for v in p if v is not None)
+
+    gaps = {}
+    for name in (student, "emulator"):
+        zero = f"{name} keys=zero"
+        if cases.get(zero):
+            ids, (z, r) = paired([zero, name], case_x)
+            gaps[name] = (float(np.mean(z) - np.mean(r)), ci.paired_bootstrap(lambda a, b: a - b, z, r), len(ids))
+    if student in gaps:
+        gap, pair, n = gaps[student]
+        em_gap = f"{gaps['emulator'][0]:+.1f}" if "emulator" in gaps else "n/a"
+        rows.append(f"| x error with `--keys zero` minus with the keys, px ({n} cases) | {gap:+.1f} "
+                    f"{interval(pair, '+.1f')} | >= 5 | {'met' if gap >= 5 else 'not met'} | {em_gap} |")
+    # 4. 60-s sessions: both fighters found, and stage-differing pixels far from both true fighters
+    long_ids, (found, ef_found) = paired([student, "emulator"], lambda c: c.get("found"), scenarios={"long"})
+    if long_ids:
+        ids, (extra, em_extra) = paired([student, "emulator"], lambda c: mean(c.get("extra_fighters") or [None]),
+                                        scenarios={"long"})
+        share, pixels = float(np.mean(found)), float(np.mean(extra)) if ids else None
+        rows.append(f"| 60-s sessions: both fighters found / extra fighter pixels per frame ({len(long_ids)} cases) | "
+                    f"{100 * share:.1f}% {interval(None if (b := ci.bootstrap(found)) is None else [100 * x for x in b], '.1f')}"
+                    f" / {'n/a' if pixels is None else f'{pixels:.1f}'} | >= 90% / ~0 (the emulator's) | "
+                    f"{'met' if share >= 0.9 and pixels is not None and pixels <= max(1.0, 2 * np.mean(em_extra)) else 'not met'} | "
+                    f"{100 * np.mean(ef_found):.1f}% / {np.mean(em_extra) if ids else float('nan'):.1f} |")
+    return ["## Place and motion: where the student puts the fighters", "",
+            "Each figure is read case by case on the cases that the student, the first frame and the emulator all "
+            "scored, with a 95% bootstrap interval over them (paired where two variants are compared); the last "
+            "column is the emulator's own figure on the same cases (`--keys zero`: the recording replayed with no "
+            "keys).", "", "| target | measured [95%] | wanted | | the emulator |", "|---|---|---|---|---|", *rows]
 
 
 def contact_sheet(report_dir: Path, variant: str, out: Path, scenario: str = "dual-action", rows: int = 4,
