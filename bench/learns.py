@@ -338,7 +338,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
                                             zip(padded(v["x_error_chunks"]), padded(v["extra_fighters_chunks"]))) + " |")
     out += ["", *key_gaps(runs), ""]
     out += ["", *targets(by), ""]
-    out += [*place_targets(report_dir=args.runs / "report"), ""]
+    out += [*place_targets(args.runs / "report"), ""]
     out += ["## Time (seconds each step took; a step reused from an earlier invocation of the recipe in the same "
             "--runs folder keeps its time, the benchmark's add up; runs/.../seconds.json)", "",
             "| " + " | ".join(seconds) + " |", "|---" * len(seconds) + "|",
@@ -426,90 +426,109 @@ def targets(by: dict) -> list[str]:
 
 
 WINDOW_CHUNKS = 6
-"""A short case's 49 rows: the prompt and 6 chunks of 8 generated rows. A 60-s case is read over its first 6."""
+"""A short case's 49 rows: the prompt and 6 chunks of 8 generated rows."""
+SHORT = frozenset(SCENARIO_ORDER) - {"long"}
 
 
-def place_targets(report_dir: Path, student: str = "stage3") -> list[str]:
-    """Where the student puts the fighters, read case by case against the first frame and the emulator on the same
-    cases: free-running x error over a 49-row window, one chunk from the true context (teacher-forced), what
-    releasing the keys costs, and the 60-s sessions. Each with a paired 95% bootstrap interval over cases."""
+def place_targets(report_dir: Path, models: tuple[str, ...] = ("stage3", "duel-tiny-before")) -> list[str]:
+    """Where each model (the student, and the model shipped before it where the report holds it) puts the fighters,
+    read case by case against the first frame and the emulator on the same cases: free-running x error over the
+    short cases' 49 rows, one chunk from the true context (teacher-forced), what releasing the keys costs, and the
+    60-s sessions. Paired 95% bootstrap intervals over cases; n/a where a model was not scored that way."""
     import numpy as np
 
     from wantofight.benchmark import intervals as ci
     from wantofight.benchmark.report import mean, read_variants, x_error_chunks
 
     cases = {info["name"]: {c["case_id"]: c for c in found} for info, found in read_variants(report_dir)}
-    need = ("emulator", "first-frame", student)
-    if any(not cases.get(n) for n in need):
-        return ["## Place and motion", "", f"Not scored: the report holds no {', '.join(n for n in need if not cases.get(n))}."]
+    models = tuple(m for m in models if cases.get(m))
+    missing = [n for n in ("emulator", "first-frame", *models[:1]) if not cases.get(n)]
+    if missing or not models:
+        return ["## Place and motion", "", f"Not scored: the report holds no {', '.join(missing or models)}."]
 
     def window(case: dict, first: int = 0) -> float | None:  # mean x error (px, both players) over chunks first..6
         return mean(v for v in x_error_chunks(case)[first:WINDOW_CHUNKS] if v is not None)
 
-    def paired(names: list[str], value, scenarios=None) -> tuple[list[str], list[list[float]]]:
-        """The cases every variant in `names` scored (in `scenarios`, if given) with a value, and the values."""
-        ids = sorted(set.intersection(*(set(cases.get(n, {})) for n in names)))
-        ids = [i for i in ids if scenarios is None or cases[names[0]][i]["scenario"] in scenarios]
-        ids = [i for i in ids if all(value(cases[n][i]) is not None for n in names)]
-        return ids, [[value(cases[n][i]) for i in ids] for n in names]
-
-    def interval(pair, spec: str = ".2f") -> str:
-        return "–" if pair is None else f"[{pair[0]:{spec}}, {pair[1]:{spec}}]"
-
-    rows = []
-    # 1. free-running, every case (short and 60-s) over its first 49 rows
-    ids, (s3, ff, em) = paired([student, "first-frame", "emulator"], window)
-    ratio = np.mean(s3) / np.mean(ff)
-    per_chunk = {n: [mean(x_error_chunks(cases[n][i])[k] for i in ids if len(x_error_chunks(cases[n][i])) > k)
-                     for k in range(WINDOW_CHUNKS)] for n in (student, "first-frame")}
-    below = [a is not None and b is not None and a < b for a, b in zip(per_chunk[student], per_chunk["first-frame"])]
-    rows.append(f"| free-running x error over a 49-row window, x the first frame's ({len(ids)} cases) | "
-                f"{ratio:.2f} {interval(ci.paired_bootstrap(lambda a, b: a / b, s3, ff))} ({np.mean(s3):.1f} px vs "
-                f"{np.mean(ff):.1f}); below it at {sum(below)} of {WINDOW_CHUNKS} chunks | <= 0.6 and below at every "
-                f"chunk | {'met' if ratio <= 0.6 and all(below) else 'not met'} | {np.mean(em) / np.mean(ff):.2f} "
-                f"({np.mean(em):.1f} px) |")
-    # 2. one chunk from the true context: teacher-forced chunks 2-6 (chunk 1 is the free-running one)
-    forced = f"{student} teacher-forced"
-    if cases.get(forced):
-        ids, (tf, ff, em) = paired([forced, "first-frame", "emulator"], lambda c: window(c, 1))
-        got = float(np.mean(tf))
-        rows.append(f"| one chunk from the true context, x error px (teacher-forced chunks 2-6, {len(ids)} cases; "
-                    f"first frame {np.mean(ff):.1f}) | {got:.1f} {interval(ci.bootstrap(tf), '.1f')} | <= 8 | "
-                    f"{'met' if got <= 8 else 'not met'} | {np.mean(em):.1f} |")
-    else:
-        rows.append("| one chunk from the true context, x error px | n/a (no teacher-forced run) | <= 8 | n/a | |")
-    # 3. what releasing every key costs: x error with --keys zero minus with the keys, same short cases
-
     def case_x(case: dict) -> float | None:
         return mean(v for p in case["x_error"] for v in p if v is not None)
 
-    gaps = {}
-    for name in (student, "emulator"):
-        zero = f"{name} keys=zero"
-        if cases.get(zero):
-            ids, (z, r) = paired([zero, name], case_x)
-            gaps[name] = (float(np.mean(z) - np.mean(r)), ci.paired_bootstrap(lambda a, b: a - b, z, r), len(ids))
-    if student in gaps:
-        gap, pair, n = gaps[student]
-        em_gap = f"{gaps['emulator'][0]:+.1f}" if "emulator" in gaps else "n/a"
-        rows.append(f"| x error with `--keys zero` minus with the keys, px ({n} cases) | {gap:+.1f} "
-                    f"{interval(pair, '+.1f')} | >= 5 | {'met' if gap >= 5 else 'not met'} | {em_gap} |")
-    # 4. 60-s sessions: both fighters found, and stage-differing pixels far from both true fighters
-    long_ids, (found, ef_found) = paired([student, "emulator"], lambda c: c.get("found"), scenarios={"long"})
-    if long_ids:
-        ids, (extra, em_extra) = paired([student, "emulator"], lambda c: mean(c.get("extra_fighters") or [None]),
-                                        scenarios={"long"})
-        share, pixels = float(np.mean(found)), float(np.mean(extra)) if ids else None
-        rows.append(f"| 60-s sessions: both fighters found / extra fighter pixels per frame ({len(long_ids)} cases) | "
-                    f"{100 * share:.1f}% {interval(None if (b := ci.bootstrap(found)) is None else [100 * x for x in b], '.1f')}"
-                    f" / {'n/a' if pixels is None else f'{pixels:.1f}'} | >= 90% / ~0 (the emulator's) | "
-                    f"{'met' if share >= 0.9 and pixels is not None and pixels <= max(1.0, 2 * np.mean(em_extra)) else 'not met'} | "
-                    f"{100 * np.mean(ef_found):.1f}% / {np.mean(em_extra) if ids else float('nan'):.1f} |")
+    def paired(names: list[str], value, scenarios=SHORT) -> tuple[int, list[list[float]]]:
+        """How many cases every variant in `names` scored in `scenarios` with a value, and their values."""
+        if any(not cases.get(n) for n in names):
+            return 0, [[] for _ in names]
+        ids = sorted(set.intersection(*(set(cases[n]) for n in names)))
+        ids = [i for i in ids if cases[names[0]][i]["scenario"] in scenarios
+               and all(value(cases[n][i]) is not None for n in names)]
+        return len(ids), [[value(cases[n][i]) for i in ids] for n in names]
+
+    def interval(pair, spec: str) -> str:
+        return "" if pair is None else f" [{pair[0]:{spec}}, {pair[1]:{spec}}]"
+
+    def free_running(name: str) -> tuple[str, bool]:
+        n, (m, ff) = paired([name, "first-frame"], window)
+        if not n:
+            return "n/a", False
+        ratio = np.mean(m) / np.mean(ff)
+        chunks = [[x_error_chunks(cases[v][i]) for i in sorted(cases[name]) if cases[name][i]["scenario"] in SHORT
+                   and i in cases[v]] for v in (name, "first-frame")]
+        per_chunk = [[mean(c[k] for c in vs if len(c) > k) for k in range(WINDOW_CHUNKS)] for vs in chunks]
+        below = sum(a is not None and b is not None and a < b for a, b in zip(*per_chunk))
+        pair = ci.paired_bootstrap(lambda a, b: a / b, m, ff)
+        return (f"{ratio:.2f}{interval(pair, '.2f')} ({np.mean(m):.1f} px vs {np.mean(ff):.1f}, {n} cases); below it at "
+                f"{below} of {WINDOW_CHUNKS} chunks", ratio <= 0.6 and below == WINDOW_CHUNKS)
+
+    def forced(name: str) -> tuple[str, bool]:  # teacher-forced chunks 2-6 (chunk 1 is the free-running one)
+        n, (tf,) = paired([f"{name} teacher-forced"], lambda c: window(c, 1))
+        if not n:
+            return "n/a", False
+        return f"{np.mean(tf):.1f}{interval(ci.bootstrap(tf), '.1f')} ({n} cases)", np.mean(tf) <= 8
+
+    def released(name: str) -> tuple[str, bool]:
+        n, (z, r) = paired([f"{name} keys=zero", name], case_x)
+        if not n:
+            return "n/a", False
+        gap = np.mean(z) - np.mean(r)
+        return f"{gap:+.1f}{interval(ci.paired_bootstrap(lambda a, b: a - b, z, r), '+.1f')} ({n} cases)", gap >= 5
+
+    _, (em_extra,) = paired(["emulator"], lambda c: mean(c.get("extra_fighters") or [None]), {"long"})
+
+    def sessions(name: str) -> tuple[str, bool]:
+        n, (found,) = paired([name], lambda c: c.get("found"), {"long"})
+        if not n:
+            return "n/a", False
+        _, (extra,) = paired([name], lambda c: mean(c.get("extra_fighters") or [None]), {"long"})
+        share, pixels = float(np.mean(found)), float(np.mean(extra)) if extra else None
+        b = ci.bootstrap(found)
+        shown = f"{100 * share:.1f}%{interval(None if b is None else [100 * x for x in b], '.1f')} / " + \
+            ("n/a" if pixels is None else f"{pixels:.1f}") + f" ({n} cases)"
+        return shown, share >= 0.9 and pixels is not None and pixels <= max(1.0, 2 * float(np.mean(em_extra or [0])))
+
+    n, (em, ff) = paired(["emulator", "first-frame"], window)
+    _, (em_tf, ff_tf) = paired(["emulator", "first-frame"], lambda c: window(c, 1))
+    _, (ez, er) = paired(["emulator keys=zero", "emulator"], case_x)
+    _, (em_found,) = paired(["emulator"], lambda c: c.get("found"), {"long"})
+    emulator = [f"{np.mean(em) / np.mean(ff):.2f} ({np.mean(em):.1f} px)" if n else "n/a",
+                f"{np.mean(em_tf):.1f} (first frame {np.mean(ff_tf):.1f})" if em_tf else "n/a",
+                f"{np.mean(ez) - np.mean(er):+.1f}" if ez else "n/a",
+                f"{100 * np.mean(em_found):.1f}% / {np.mean(em_extra):.1f}" if em_found else "n/a"]
+    what = [("free-running x error over 49 rows, x the first frame's", "<= 0.6, below it at every chunk", free_running),
+            ("one chunk from the true context: teacher-forced x error, chunks 2-6, px", "<= 8", forced),
+            ("x error with `--keys zero` minus with the keys, px", ">= 5", released),
+            ("60-s sessions: both fighters found / extra fighter pixels per frame", ">= 90% / ~0 (the emulator's)",
+             sessions)]
+    rows = []
+    for (label, wanted, figure), em_figure in zip(what, emulator):
+        got = [figure(m) for m in models]
+        rows.append(f"| {label} | " + " | ".join(g for g, _ in got) + f" | {wanted} | "
+                    f"{'met' if got[0][1] else 'not met'} | {em_figure} |")
     return ["## Place and motion: where the student puts the fighters", "",
-            "Each figure is read case by case on the cases that the student, the first frame and the emulator all "
-            "scored, with a 95% bootstrap interval over them (paired where two variants are compared); the last "
-            "column is the emulator's own figure on the same cases (`--keys zero`: the recording replayed with no "
-            "keys).", "", "| target | measured [95%] | wanted | | the emulator |", "|---|---|---|---|---|", *rows]
+            "Read case by case on the cases each model, the first frame and the emulator all scored (the short "
+            "scenarios, 49 rows each, single-action 23; the 60-s sessions for the last row), with a 95% bootstrap "
+            "interval over them, paired where two variants are compared. `duel-tiny-before` is the model shipped "
+            "before this run, where the report holds it. The last column is the emulator on the same cases "
+            "(`--keys zero`: the recording replayed with no keys).", "",
+            "| target | " + " | ".join(models) + " | wanted | " + models[0] + " | the emulator |",
+            "|---" * (len(models) + 4) + "|", *rows]
 
 
 def contact_sheet(report_dir: Path, variant: str, out: Path, scenario: str = "dual-action", rows: int = 4,
