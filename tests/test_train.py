@@ -229,20 +229,23 @@ def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_pat
 
 
 def test_a_model_saved_before_the_vae_had_a_kind_is_the_same_model():
-    """The shipped duel-tiny (and every run saved before the per-frame autoencoder) has no `kind` and no
-    `norm_groups` in its VAE config: they were the defaults then, so `--init-from` such a run is not refused
-    as a different model; a saved VAE of the other kind still is."""
+    """A run saved before the per-frame autoencoder (duel-tiny as shipped until 2026-12-06, made here from the
+    shipped config with the two keys dropped) has no `kind` and no `norm_groups` in its VAE config: they were the
+    defaults then, so `--init-from` such a run is not refused as a different model; a saved VAE of the other kind
+    still is."""
     from wantofight.inference.shipped import shipped_path
     from wantofight.train.checkpoint import model_differences
     from wantofight.train.config import resolve_config
 
     folder = shipped_path("duel-tiny")
     saved = json.loads((folder / "config.json").read_text())["model"]
-    assert "kind" not in saved["vae"] and "norm_groups" not in saved["vae"]  # what this test is about
+    for key in ("kind", "norm_groups"):  # what this test is about: a config saved before they existed
+        saved["vae"].pop(key, None)
     vae = str((folder / "vae").resolve())
     saved["vae"]["pretrained"] = vae
     mine = resolve_config("tiny", None, [f"model.vae.pretrained={vae}", "model.height=128", "model.width=128",
-                                         "model.dim=128", "model.ffn_dim=256"]).model_config().to_dict()
+                                         "model.dim=128", "model.ffn_dim=256",
+                                         f"model.rope_theta={saved['rope_theta']}"]).model_config().to_dict()
     assert model_differences(saved, mine) == []
     assert model_differences({**saved, "vae": {**saved["vae"], "kind": "frame"}}, mine) != []
     assert model_differences({**saved, "timestep_shift": 2.0}, mine) == ["timestep_shift=2.0"]
