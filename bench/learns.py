@@ -596,13 +596,14 @@ def keep_shipped(before: Path) -> Path | None:
     import shutil
 
     from wantofight.inference.shipped import SHIPPED_ROOT
+    from wantofight.outputs import remove, staging_dir, swap_in
 
     shipped = SHIPPED_ROOT / "duel-tiny"
     if not before.is_dir() and shipped.is_dir():
-        staged = before.with_name(f".{before.name}.partial")
-        shutil.rmtree(staged, ignore_errors=True)
+        staged = staging_dir(before)
+        remove(staged)
         shutil.copytree(shipped, staged)
-        os.replace(staged, before)
+        swap_in(staged, before)
     return before if before.is_dir() else None
 
 
@@ -616,18 +617,17 @@ def same_weights(a: Path, b: Path) -> bool:
 def ship(run: Path, table: str, before: Path) -> None:
     """Export SHIP_STAGE's run and its VAE to inference/shipped/duel-tiny with a model card, replacing the model
     shipped before only while `before` keeps a copy of it (keep_shipped)."""
-    import shutil
-
     from wantofight.inference.generation import resolve_checkpoint
     from wantofight.inference.shipped import SHIPPED_ROOT, export_checkpoint
+    from wantofight.outputs import remove, swap_in
 
     out = SHIPPED_ROOT / "duel-tiny"
     if out.exists() and not (before.is_dir() and same_weights(out, before)):
         raise SystemExit(f"{out} is not kept in {before}: run the recipe without --ship first (it copies it there), "
                          "or move it aside yourself")
     checkpoint = resolve_checkpoint(run)
-    staged, old = out.with_name(f".{out.name}.new"), out.with_name(f".{out.name}.old")
-    shutil.rmtree(staged, ignore_errors=True)
+    staged = out.with_name(f".{out.name}.new")  # not export_checkpoint's own `.OUT.partial`, which it builds beside
+    remove(staged)
     export_checkpoint(checkpoint, staged)  # reads the VAE the run names, which may sit in the folder replaced here
     size = sum(p.stat().st_size for p in staged.rglob("*") if p.is_file()) / 1e6
     what = {"stage2": "the causal model after stages 1-2, sampled in 4 Euler steps",
@@ -645,10 +645,7 @@ def ship(run: Path, table: str, before: Path) -> None:
             "below say which of the project's targets it meets and how far the game VAE it decodes with limits any "
             f"model. Its row in them is `{SHIP_STAGE}`.", "", table.split("\n", 1)[1]]
     (staged / "MODEL_CARD.md").write_text("\n".join(card))
-    if out.exists():
-        os.replace(out, old)
-    os.replace(staged, out)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_in(staged, out)
     print(f"shipped {out} ({size:.1f} MB)")
 
 
