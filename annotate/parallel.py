@@ -52,11 +52,18 @@ def _end_now(pool: ProcessPoolExecutor) -> None:
     # ProcessPoolExecutor.terminate_workers() does this from Python 3.14 on; until then the processes
     # are only reachable as `_processes`.
     processes = list((pool._processes or {}).values())
+    manager = pool._executor_manager_thread
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
         proc.terminate()
     for proc in processes:
         proc.join(timeout=5)
+    # The pool's manager thread sees the ended workers and closes its wake-up pipe. Waiting for it here keeps
+    # that close from racing the wake-up that Python 3.11 sends it at exit, which printed "OSError: [Errno 9]
+    # Bad file descriptor" after the one-line stop message now and then (the wake-up checks "closed" and writes
+    # without a lock in 3.11's concurrent.futures.process._ThreadWakeup).
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 @contextmanager
