@@ -1,7 +1,8 @@
 """Models shipped with the project, loaded by name: `wtf generate --checkpoint duel-tiny`.
 
     inference/shipped/NAME/
-        config.json                     the trainer checkpoint's config (model.vae.pretrained = "vae")
+        config.json                     the trainer checkpoint's config (model.vae.pretrained = "vae", in its
+                                        `train` section and at its top level)
         model.safetensors, ema.safetensors, reference_encoder.safetensors   what sampling reads
         vae/                            the VAE the model decodes with (a `wtf train vae` folder)
         MODEL_CARD.md                   data, recipe, commit, benchmark table
@@ -60,6 +61,8 @@ def export_checkpoint(checkpoint: Path, out: Path) -> Path:
             if (Path(vae) / name).is_file():
                 shutil.copy2(Path(vae) / name, staged / VAE_SUBDIR / name)
         config["train"]["model"]["vae"]["pretrained"] = VAE_SUBDIR
+        if config.get("model", {}).get("vae", {}).get("pretrained"):  # the same VAE, as the checkpoint's model names it
+            config["model"]["vae"]["pretrained"] = VAE_SUBDIR
     (staged / "config.json").write_text(json.dumps(config, indent=2))
     os.replace(staged, out)
     return out

@@ -389,6 +389,8 @@ def test_a_shipped_model_loads_by_name_and_decodes_with_the_vae_it_carries(ds_di
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "ema.safetensors", "model.safetensors",
                                                         "reference_encoder.safetensors", "vae"]
     assert not list(root.glob(".*"))  # nothing half-written left beside it
+    config = json.loads((folder / "config.json").read_text())  # no path of this machine left in it
+    assert config["train"]["model"]["vae"]["pretrained"] == config["model"]["vae"]["pretrained"] == "vae"
     monkeypatch.setattr(shipped, "SHIPPED_ROOT", root)
     loaded = load_generator("duel-test")
     assert loaded.config.vae.pretrained == str(folder / "vae")

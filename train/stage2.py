@@ -61,7 +61,11 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
     if saved.get("preset") != trainer.config.preset:
         raise TrainError(f"{path} was trained with preset {saved.get('preset')!r}, not {trainer.config.preset!r}: "
                          f"pass --preset {saved.get('preset')}")
-    changed = ckpt.model_differences(saved["model"], trainer.model_config.to_dict())
+    saved_model = dict(saved["model"])
+    vae = (saved_model.get("vae") or {}).get("pretrained")
+    if vae and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
+        saved_model["vae"] = {**saved_model["vae"], "pretrained": str(path / vae)}
+    changed = ckpt.model_differences(saved_model, trainer.model_config.to_dict())
     if changed:
         raise TrainError(f"{path} holds a model with different {', '.join(changed)}")
     state = checkpoints.read_tensors(path, "model.safetensors")
