@@ -535,10 +535,13 @@ def place_targets(report_dir: Path, models: tuple[str, ...] = (SHIP_STAGE, *(c f
 
     n, (em, ff) = paired(["emulator", "first-frame"], window)
     _, (em_tf, ff_tf) = paired(["emulator", "first-frame"], lambda c: window(c, 1))
+    _, (lf_tf,) = paired(["last-frame"], lambda c: window(c, 1))  # the teacher-forced floor: the true context held
     _, (ez, er) = paired(["emulator keys=zero", "emulator"], case_x)
     _, (em_found,) = paired(["emulator"], lambda c: c.get("found"), {"long"})
     emulator = [f"{np.mean(em) / np.mean(ff):.2f} ({np.mean(em):.1f} px)" if n else "n/a",
-                f"{np.mean(em_tf):.1f} (first frame {np.mean(ff_tf):.1f})" if em_tf else "n/a",
+                f"{np.mean(em_tf):.1f} (first frame {np.mean(ff_tf):.1f}" + (f", last frame before the chunk "
+                                                                    f"{np.mean(lf_tf):.1f})" if lf_tf else ")")
+                if em_tf else "n/a",
                 f"{np.mean(ez) - np.mean(er):+.1f}" if ez else "n/a",
                 f"{100 * np.mean(em_found):.1f}% / {np.mean(em_extra):.1f}" if em_found else "n/a"]
     what = [("free-running x error over 49 rows, x the first frame's", "<= 0.6, below it at every chunk", free_running),

@@ -160,7 +160,7 @@ def bench_run(
     probe: Path = typer.Option(..., "--probe", help="Probe folder trained at the size the model generates."),
     out: Path = typer.Option(..., "--out", help="Report folder: report.json, index.html, per-case results, videos."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Trainer run or checkpoint folder to score, or a shipped model's name (duel-tiny)."),
-    model: List[str] = typer.Option([], "--model", help="checkpoint, emulator (the ceiling), first-frame (the floor) or vae (the emulator's frames through --vae: the ceiling of a model that decodes with it); repeatable. Default: the checkpoint, else both baselines."),
+    model: List[str] = typer.Option([], "--model", help="checkpoint, emulator (the ceiling), first-frame (the floor), last-frame (the recorded row before each 8-row chunk: the floor of --teacher-forced, added with it) or vae (the emulator's frames through --vae: the ceiling of a model that decodes with it); repeatable. Default: the checkpoint, else both baselines."),
     vae: Optional[str] = typer.Option(None, "--vae", help="VAE for --model vae: a `wtf train vae` folder, a Wan2.1 diffusers folder, or tiny."),
     keys: str = typer.Option("real", "--keys", help="Key modes, comma-separated: real, zero, swap-players. For the checkpoint, and for the emulator when --model names it (it replays the recording with those keys: a perfect model's score under the ablation)."),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also score emulator and first-frame (reused when the folder has them)."),

@@ -59,11 +59,11 @@ def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
             continue
         cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json"))]
         found.append((json.loads(info_path.read_text()), cases))
-    order, keys = {"emulator": 0, "first-frame": 1, "vae": 2}, ("real", "zero", "swap-players")
+    order, keys = {"emulator": 0, "first-frame": 1, "last-frame": 2, "vae": 3}, ("real", "zero", "swap-players")
 
     def place(info: dict) -> tuple:  # baselines first; a model's key modes together, in the order above
         mode = info.get("keys", "real")
-        return (order.get(info["model"], 3), info["name"].removesuffix(f" keys={mode}"),
+        return (order.get(info["model"], 4), info["name"].removesuffix(f" keys={mode}"),
                 keys.index(mode) if mode in keys else len(keys))
 
     return sorted(found, key=lambda v: place(v[0]))

@@ -5,7 +5,9 @@ with the probe, and score them against the emulator's RAM (benchmark/scoring.py)
     run_benchmark(Suite("suite/"), load_probe("probe/"), variants, Path("report/"))
 
 A variant is a model and a key mode: `emulator` (the recorded frames: the ceiling, i.e. the probe's
-own accuracy), `first-frame` (the prompt repeated: the floor), `vae` (the recorded frames encoded and
+own accuracy), `first-frame` (the prompt repeated: the floor), `last-frame` (over each 8-row chunk, the
+recorded row just before it: the floor of a teacher-forced score, what continuing the true context
+without moving anything scores), `vae` (the recorded frames encoded and
 decoded by a VAE: the ceiling of any model that decodes with it), or a checkpoint with the case's keys
 (`real`), no keys (`zero`) or each player given the other's keys (`swap-players`). Generation is the
 `wtf generate` path: `inference.generation.stream_chunks`, chunk by chunk over the rolling KV cache.
@@ -40,7 +42,9 @@ from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe
 from wantofight.benchmark.scenarios import SCENARIOS
 from wantofight.benchmark.suite import Case, Suite
 
-MODELS = ("checkpoint", "emulator", "first-frame", "vae")
+MODELS = ("checkpoint", "emulator", "first-frame", "last-frame", "vae")
+CHUNK_ROWS = 8
+"""Rows of a model's chunk (L = 8, docs/model.md): the `last-frame` baseline holds a recorded row that long."""
 KEY_MODES = ("real", "zero", "swap-players")
 REPORT_VERSION = 1
 PIECE_ROWS = 64
@@ -143,7 +147,8 @@ def plan_variants(checkpoint: str | Path | None = None, models: list[str] | None
         raise BenchmarkError(f"--keys {','.join(keys)} changes what a checkpoint or the emulator is given; the "
                              "first-frame and vae baselines have no keys to change")
     if baselines:
-        models = ["emulator", "first-frame"] + [m for m in models if m not in ("emulator", "first-frame")]
+        floors = ["first-frame", "last-frame"] if teacher_forced else ["first-frame"]
+        models = ["emulator", *floors] + [m for m in models if m not in ("emulator", *floors)]
     out = []
     for model in dict.fromkeys(models):
         if model == "checkpoint":
@@ -215,6 +220,9 @@ class Producer:
             for piece in chain([first], pieces):
                 yield piece, np.repeat(first[:1], len(piece), axis=0)
             return
+        if model == "last-frame":
+            yield from held_chunks(chain([first], pieces))
+            return
         if model == "vae":
             real = np.concatenate([first, *pieces])
             pieces, made = iter([real]), iter([self.roundtrip(real)])
@@ -268,6 +276,22 @@ class Producer:
                 self.seconds.append(time.perf_counter() - t0)
                 yield frames
             t0 = time.perf_counter()
+
+
+def held_chunks(pieces) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(recorded piece, produced piece): row 0 as it is, then over each chunk of CHUNK_ROWS rows the recorded
+    row just before the chunk (rows 1-8 show row 0, rows 9-16 row 8, ...)."""
+    held = previous = None
+    row = 0
+    for piece in pieces:
+        made = np.empty_like(piece)
+        for i in range(len(piece)):
+            if row == 0 or (row - 1) % CHUNK_ROWS == 0:
+                held = piece[i] if row == 0 else previous
+            made[i] = held
+            previous = piece[i]
+            row += 1
+        yield piece, made
 
 
 def aligned(pieces, made) -> Iterator[tuple[np.ndarray, np.ndarray]]:

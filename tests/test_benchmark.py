@@ -477,7 +477,7 @@ def test_a_case_scored_in_pieces_gives_the_figures_of_the_whole_case(suite_dir, 
     suite, probe = Suite(suite_dir), load_probe(probe_dir)
     ckpt = Variant("checkpoint", checkpoint=str(checkpoint), steps=2)
     loaded = load_checkpoint(ckpt, suite, probe, "cpu")
-    for v in (Variant("emulator"), Variant("first-frame"), ckpt):
+    for v in (Variant("emulator"), Variant("first-frame"), Variant("last-frame"), ckpt):
         scored = {}
         for rows in (None, 5):
             out = tmp_path / f"r{rows}"
@@ -487,6 +487,19 @@ def test_a_case_scored_in_pieces_gives_the_figures_of_the_whole_case(suite_dir, 
             scored[rows] = [{k: x for k, x in json.loads(p.read_text()).items() if k != "chunk_seconds"} for p in cases]
         assert scored[None] and scored[None] == scored[5], v.name
         assert all(len(c["extra_fighters"]) == -(-(c["rows"] - 1) // 8) for c in scored[5])
+
+
+def test_the_last_frame_baseline_holds_the_recorded_row_before_each_chunk():
+    """The floor of a teacher-forced score: rows 1-8 show row 0, rows 9-16 row 8, however the rows are cut."""
+    from wantofight.benchmark.run import held_chunks
+
+    rows = np.arange(20, dtype=np.uint8)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8)  # row r is all r
+    for cut in (20, 5, 3):
+        pieces = [rows[i:i + cut] for i in range(0, 20, cut)]
+        pairs = list(held_chunks(iter(pieces)))
+        assert all(a is b for (a, _), b in zip(pairs, pieces))
+        made = np.concatenate([m for _, m in pairs])[:, 0, 0, 0]
+        assert made.tolist() == [0] * 9 + [8] * 8 + [16] * 3, cut
 
 
 def test_teacher_forced_chunks_follow_the_recorded_context(suite_dir, probe_dir, checkpoint):
@@ -507,8 +520,9 @@ def test_teacher_forced_chunks_follow_the_recorded_context(suite_dir, probe_dir,
     assert made[True].shape == made[False].shape == real.shape
     gap = [np.abs(made[True][a:a + 8].astype(int) - made[False][a:a + 8]).mean() for a in (1, 9, 17)]
     assert gap[0] == 0 and min(gap[1:]) > 0.01, gap  # the tiny checkpoint barely reads its context, but does
-    assert [v.name for v in plan_variants(checkpoint, keys=["real", "zero"], teacher_forced=True)][2:] == \
-        ["s2", "s2 teacher-forced", "s2 keys=zero", "s2 teacher-forced keys=zero"]
+    assert [v.name for v in plan_variants(checkpoint, keys=["real", "zero"], teacher_forced=True)] == \
+        ["emulator", "first-frame", "last-frame", "s2", "s2 teacher-forced", "s2 keys=zero", "s2 teacher-forced keys=zero"]
+    assert "last-frame" not in [v.name for v in plan_variants(checkpoint)]  # its floor only beside a teacher-forced score
     with pytest.raises(BenchmarkError, match="--teacher-forced .* give --checkpoint"):
         plan_variants(None, teacher_forced=True)
 
