@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learns import trained, wtf  # noqa: E402  (the recipe's: run a documented `wtf` command; a run's last step)
@@ -50,6 +51,7 @@ VARIANTS = {
     "shift1": {"timestep_shift": 1.0},
     "rope100": {"rope_theta": 100.0},
     "patch1": {"patch_size": [1, 1, 1]},  # 4x the tokens: one per latent cell
+    "previous": {"previous_frame_input": True},  # the last frame before the chunk as extra input channels
 }
 RECORD = {
     "train-match": ["--policy", "scripted", "--episodes", "6", "--workers", "2", "--seed", "1"],
@@ -69,6 +71,8 @@ def init_folder(out: Path, fields: dict, vae: Path) -> Path:
         shutil.copy2(SHIPPED / name, tmp / name)
         if name != "reference_encoder.safetensors" and fields.get("patch_size") == [1, 1, 1]:
             finer_patches(tmp / name)
+        if name != "reference_encoder.safetensors" and fields.get("previous_frame_input"):
+            previous_frame_channels(tmp / name)
     config = json.loads((SHIPPED / "config.json").read_text())
     config["stage"] = "stage1"
     config["model"].update(fields)
@@ -88,6 +92,16 @@ def finer_patches(file: Path) -> None:
     for key in ("head.head.weight", "head.head.bias"):  # rows ordered (ph, pw, C): C innermost
         value = state[key]
         state[key] = value.reshape(4, -1, *value.shape[1:]).mean(dim=0).contiguous()
+    save_file(state, str(file))
+
+
+def previous_frame_channels(file: Path) -> None:
+    """A DiT state dict without the previous-frame input -> with it, its channels at zero (the same outputs)."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(file))
+    weight = state["patch_embedding.weight"]
+    state["patch_embedding.weight"] = torch.cat([weight, torch.zeros_like(weight)], dim=1).contiguous()
     save_file(state, str(file))
 
 
@@ -134,9 +148,17 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tokens")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "tokens")
     parser.add_argument("--steps", type=int, default=1000, help="stage-2 steps per variant")
+    parser.add_argument("--lr", type=float, default=3e-4, help="stage-2 learning rate (the recipe's stage 2: 1e-3)")
     parser.add_argument("--max-cases", type=int, default=3, help="held-out cases per scenario")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"any of {', '.join(VARIANTS)}")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "dit_tokens.md")
+    parser.add_argument("--recipe-data", action="store_true",
+                        help="train on bench/learns.py's latents (data/learns/latents, made by the shipped VAE) and score "
+                             "on its suite with its probe (data/bench/suite, runs/bench-probe/128x128) instead of "
+                             "collecting this script's own")
+    parser.add_argument("--free-running", action="store_true",
+                        help="also score each variant free-running (from its own chunks), the benchmark's path")
+    parser.add_argument("--scenarios", default=SCENARIOS, help=f"suite scenarios scored (default {SCENARIOS})")
     args = parser.parse_args()
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in names if v not in VARIANTS]
@@ -148,13 +170,23 @@ def main() -> None:
     vae = (SHIPPED / "vae").resolve()
 
     for name, settings in RECORD.items():
+        if args.recipe_data:
+            break
         if not (args.data / name / "run.json").is_file():
             seconds[name] = wtf("collect", *settings, "--out", str(args.data / name), log=log)
-    probe = args.runs / "probe"
+    probe = ROOT / "runs" / "bench-probe" / SIZE if args.recipe_data else args.runs / "probe"
+    if args.recipe_data:
+        args.data = ROOT / "data" / "learns"
+        manifest = args.data / "latents" / "manifest.json"
+        if manifest.is_file():  # the VAE the recipe encoded with (the shipped one, in its own folder)
+            vae = Path(json.loads(manifest.read_text())["vae"]["spec"])
+        for need in (probe / "probe.json", args.data / "latents" / "manifest.json", ROOT / "data" / "bench" / "suite"):
+            if not need.exists():
+                raise SystemExit(f"--recipe-data: no {need} (python bench/probe.py, then python bench/learns.py)")
     if not (probe / "probe.json").is_file():
         seconds["probe"] = wtf("probe", "train", str(args.data / "train-match"), str(args.data / "train-drill"),
                                "--out", str(probe), "--size", SIZE, log=log)
-    suite = args.data / "suite"
+    suite = ROOT / "data" / "bench" / "suite" if args.recipe_data else args.data / "suite"
     if not (suite / "suite.json").is_file():
         seconds["suite"] = wtf("benchmark", "build", str(args.data / "heldout-match"), "--out", str(suite), log=log)
     ds, latents = args.data / "curriculum", args.data / "latents"
@@ -173,8 +205,10 @@ def main() -> None:
             continue
         start = (["--resume"] if (run / "checkpoints" / "latest").is_file()
                  else ["--init-from", str(init_folder(args.runs / "init" / name, VARIANTS[name], vae))])
+        shipped_model = json.loads((SHIPPED / "config.json").read_text())["model"]
         sets = [f"model.vae.pretrained={vae}", "model.height=128", "model.width=128", "model.dim=128",
-                "model.ffn_dim=256", f"data.frames={FRAMES}", "seed=0", "data.batch_size=4", "optim.lr=3e-4",
+                f"model.rope_theta={shipped_model['rope_theta']}",
+                "model.ffn_dim=256", f"data.frames={FRAMES}", "seed=0", "data.batch_size=4", f"optim.lr={args.lr:g}",
                 "fighter_weight=10", "validation.every=100000", "checkpoint.every=250",
                 *(f"model.{k}={v}" for k, v in VARIANTS[name].items())]
         seconds[name] = wtf("train", "stage2", "--preset", "tiny", "--data", str(latents), "--out", str(run),
@@ -185,13 +219,14 @@ def main() -> None:
     from wantofight.benchmark.suite import Suite
 
     report = args.runs / "report"
-    variants = [Variant("emulator"), Variant("first-frame"),
+    variants = [Variant("emulator"), Variant("first-frame"), Variant("last-frame"),
                 Variant("checkpoint", checkpoint=str(SHIPPED), steps=4, teacher_forced=True),
-                *(Variant("checkpoint", checkpoint=str(runs[n]), steps=4, teacher_forced=True) for n in names)]
+                *(Variant("checkpoint", checkpoint=str(runs[n]), steps=4, teacher_forced=forced) for n in names
+                  for forced in ((True, False) if args.free_running else (True,)))]
     t0 = time.perf_counter()
-    print(f"$ benchmark: {len(variants)} variants, {args.max_cases} cases per scenario ({SCENARIOS})", flush=True)
+    print(f"$ benchmark: {len(variants)} variants, {args.max_cases} cases per scenario ({args.scenarios})", flush=True)
     run_benchmark(Suite(suite), load_probe(probe), probe, variants, report, resume=report.exists(),
-                  max_cases=args.max_cases, scenarios=parse_scenarios(SCENARIOS), videos=0, lpips=False,
+                  max_cases=args.max_cases, scenarios=parse_scenarios(args.scenarios), videos=0, lpips=False,
                   log=lambda m: print(m, flush=True))
     seconds["benchmark"] = time.perf_counter() - t0
 
@@ -199,13 +234,17 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip()
     width = min(SHOWN_CHUNKS, max(len(r["chunks"]) for r in rows.values()))
-    lines = [f"# bench/results/dit_tokens.md: what places a sprite (issue #32 item 3)", "",
-             f"Written by `python bench/dit_tokens.py --steps {args.steps} --max-cases {args.max_cases} --variants "
-             f"{','.join(names)}` at {commit} on 2 cores. Each variant: the shipped duel-tiny's weights, "
-             f"{args.steps} steps of `wtf train stage2` (batch 4 x {FRAMES} frames, lr 3e-4, fighter_weight 10, the "
-             f"clean-context chunks of docs/stages.md) on the latents of 6 scripted matches (seed 1) and 2 drill "
-             f"episodes (seed 3) through the shipped VAE, then scored teacher-forced (each chunk from the recorded "
-             f"chunks before it) on held-out matches (seed 100): {SCENARIOS}, at most {args.max_cases} cases each.", "",
+    command = " ".join(["python bench/dit_tokens.py", *sys.argv[1:]])
+    data = ("the latents of bench/learns.py's recordings through the shipped VAE (data/learns/latents)"
+            if args.recipe_data else
+            "the latents of 6 scripted matches (seed 1) and 2 drill episodes (seed 3) through the shipped VAE")
+    heldout = "bench/learns.py's suite (data/bench/suite)" if args.recipe_data else "held-out matches (seed 100)"
+    lines = [f"# {args.results.name}: what places a sprite (issue #32)", "",
+             f"Written by `{command}` at {commit} on 2 cores. Each variant: the shipped duel-tiny's weights, "
+             f"{args.steps} steps of `wtf train stage2` (batch 4 x {FRAMES} frames, lr {args.lr:g}, fighter_weight 10, "
+             f"the clean-context chunks of docs/stages.md) on {data}, then scored teacher-forced (each chunk from the "
+             f"recorded chunks before it){' and free-running' if args.free_running else ''} on {heldout}: "
+             f"{args.scenarios}, at most {args.max_cases} cases each (single-action: per action).", "",
              f"x error in native px (both players, the probe's x against RAM), per 8-row chunk (the first "
              f"{SHOWN_CHUNKS}) and the mean over all of a case's chunks (95% interval over cases); ms per chunk on "
              f"this machine. Paired: the row minus `{BASE}` case by case (mean, 95% interval, cases where the row is "

@@ -4,6 +4,8 @@ Latent layout used here (7 latent frames, tiny preset): chunk 0 = latent 0, chun
 chunk 2 = latents 3-4, chunk 3 = latents 5-6; keys cover 1 + 4 * 6 = 25 pixel frames.
 """
 
+import json
+
 import pytest
 import torch
 
@@ -264,3 +266,107 @@ def test_flex_mask_backend_matches_dense_in_the_model():
         warnings.simplefilter("ignore")
         flex = _forward(tiny_model(mask_backend="flex"), x, k)
     torch.testing.assert_close(flex, dense, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# The previous frame as input channels (`previous_frame_input`, docs/model.md)
+# ---------------------------------------------------------------------------------------------
+
+def previous_model(**overrides):
+    """A tiny model with the previous-frame input opened (its channels start at zero)."""
+    model = tiny_model(previous_frame_input=True, **overrides)
+    with torch.no_grad():
+        extra = model.dit.patch_embedding.weight[:, 16:]
+        extra.copy_(torch.randn(extra.shape, generator=torch.Generator().manual_seed(5)) * 0.2)
+    return model
+
+
+def test_each_chunk_reads_the_last_frame_of_the_chunk_before_it_where_that_frame_is_clean():
+    model = previous_model()
+    x = latents(7)
+    t = torch.tensor([[0.0, 50, 50, 900, 900, 0, 0], [0.0, 900, 900, 100, 100, 50, 50]])
+    read = model.dit.previous_frames(x, t, 0, None)
+    # chunk 0: nothing before it; chunk c reads frame 2c - 2, where it is at most sigma 0.1 (t <= 100)
+    expected = {0: [None, 0, 0, 2, 2, None, None], 1: [None, 0, 0, None, None, 4, 4]}
+    for b, sources in expected.items():
+        for f, source in enumerate(sources):
+            want = torch.zeros_like(x[b, :, 0]) if source is None else x[b, :, source]
+            torch.testing.assert_close(read[b, :, f], want, rtol=0, atol=0, msg=f"sample {b}, frame {f}")
+
+
+@pytest.mark.parametrize("mode", ["clean", "denoising-step"])
+def test_streaming_with_the_previous_frame_input_equals_full_recompute(mode):
+    """The cache carries the written chunk's last frame (and its level) to the next chunk, as the full
+    block-causal forward reads it from the sequence; the previous frame changes what is generated."""
+    model = previous_model(cache_write=mode)
+    stream = [keys(8, seed=10 + i) for i in range(5)]
+
+    def run(m, use_cache):
+        return list(StreamingGenerator(m).generate_latents(latents(1), stream, ref_images(), steps=3,
+                                                           generator=torch.Generator().manual_seed(7),
+                                                           use_cache=use_cache))
+
+    cached, full = run(model, True), run(model, False)
+    for a, b in zip(cached, full):
+        assert (a - b).abs().max() <= 1e-5
+    unread = previous_model(cache_write=mode)
+    with torch.no_grad():
+        unread.dit.patch_embedding.weight[:, 16:] = 0
+    assert (run(unread, True)[1] - cached[1]).abs().max() > 1e-3
+
+
+def test_a_model_saved_without_the_previous_frame_input_loads_into_one_with_it_unchanged():
+    """Its channels start at zero: the widened model computes what the saved one did."""
+    from wantofight.train.checkpoint import model_differences
+
+    old, new = tiny_model(), tiny_model(previous_frame_input=True)
+    state = dict(old.dit.state_dict())
+    state["patch_embedding.weight"] = new.dit.fit_patch_embedding(state["patch_embedding.weight"])
+    new.dit.load_state_dict(state)
+    x, k, t = latents(7), keys(25), T
+    torch.testing.assert_close(new(x, t, k, ref_tokens(), "block_causal"), old(x, t, k, ref_tokens(), "block_causal"),
+                               rtol=0, atol=0)
+    saved = json.loads(json.dumps(old.config.to_dict()))  # as a checkpoint holds it
+    del saved["previous_frame_input"], saved["previous_frame_max_sigma"]  # a config saved before the field
+    assert model_differences(saved, old.config.to_dict()) == []
+    assert model_differences(saved, new.config.to_dict()) == ["previous_frame_input=False"]
+
+
+def continue_a_still_scene(previous_frame_input: bool, steps: int = 150) -> float:
+    """Train a tiny block-causal model for `steps` on scenes that do not move (every frame the same random
+    latent), chunk 1 a clean context chunk half the time as stage 2 draws them; return the x0 error of
+    chunk 2 generated in one step from pure noise after a clean chunk 1 (the clean cache write's case)."""
+    model = tiny_model(seed=0, opened=False, previous_frame_input=previous_frame_input).train()
+    optimiser = torch.optim.Adam(model.dit.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(1)
+    n_frames, frame_chunk = 5, [0, 1, 1, 2, 2]
+    for step in range(steps + 1):
+        z = torch.randn(8, 16, 1, 8, 8, generator=gen).expand(8, 16, n_frames, 8, 8)
+        noise = torch.randn(8, 16, n_frames, 8, 8, generator=gen)
+        sigma = torch.rand(8, 3, generator=gen)
+        context = torch.rand(8, generator=gen) < 0.5
+        sigma[:, 0], sigma[:, 1] = 0, torch.where(context, 0.1 * sigma[:, 1], sigma[:, 1])
+        weight = torch.ones(8, n_frames)
+        weight[:, 0], weight[:, 1:3] = 0, (~context).float()[:, None]
+        if step == steps:  # the test: chunk 1 clean, chunk 2 from pure noise
+            sigma[:, 1], sigma[:, 2], weight[:, :3] = 0, 1, 0
+        s = sigma[:, frame_chunk]  # (B, F)
+        x = (1 - s[:, None, :, None, None]) * z + s[:, None, :, None, None] * noise
+        with torch.set_grad_enabled(step < steps):
+            velocity = model(x, 1000 * s, None, None, "block_causal")
+        if step < steps:
+            per_frame = (velocity - (noise - z)).pow(2).mean(dim=(1, 3, 4))  # (B, F)
+            optimiser.zero_grad()
+            ((per_frame * weight).sum() / weight.sum()).backward()
+            optimiser.step()
+    return float(((x - velocity) - z)[:, :, 3:].pow(2).mean())
+
+
+@pytest.mark.slow
+def test_the_previous_frame_input_learns_to_continue_the_context_where_attention_alone_has_not_yet():
+    """150 steps: with the previous frame as input channels the model continues a clean context (x0 error
+    well under the scene's variance of 1); without it (the ablation), attention alone has not learned to."""
+    torch.manual_seed(0)
+    with_input, without = continue_a_still_scene(True), continue_a_still_scene(False)
+    assert with_input < 0.35, with_input
+    assert with_input < 0.3 * without, (with_input, without)

@@ -165,6 +165,21 @@ def test_init_from_stage1_takes_its_ema_weights_and_refuses_other_stages(tmp_pat
                       datasets=synthetic_datasets(), progress=False).setup()
 
 
+def test_stage2_adds_the_previous_frame_input_to_a_stage1_run_without_it_and_refuses_other_differences(
+        tmp_path, stage1_run):
+    """Its channels start at zero: the stage-1 weights load unchanged, and the model computes as they did."""
+    trainer = Stage2Trainer(stage_config("stage2", "max_steps=1", "model.previous_frame_input=true"), None,
+                            tmp_path / "a", init_from=stage1_run, datasets=synthetic_datasets(), progress=False).setup()
+    ema = checkpoints.read_tensors(checkpoints.latest_checkpoint(stage1_run), "ema.safetensors")
+    state = trainer.model.dit.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in ema.items() if k != "patch_embedding.weight")
+    weight = state["patch_embedding.weight"]
+    assert torch.equal(weight[:, :16], ema["patch_embedding.weight"]) and not weight[:, 16:].any()
+    with pytest.raises(TrainError, match="rope_theta=10000"):
+        Stage2Trainer(stage_config("stage2", "max_steps=1", "model.previous_frame_input=true", "model.rope_theta=100"),
+                      None, tmp_path / "b", init_from=stage1_run, datasets=synthetic_datasets(), progress=False).setup()
+
+
 def test_stage2_resume_is_exact(tmp_path, stage1_run):
     sets = BASE_SETS + ["optim.grad_accum=2", "checkpoint.every=2"]
     full = train("stage2", preset="tiny", data=None, out=tmp_path / "full", max_steps=4, init_from=stage1_run,

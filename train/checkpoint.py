@@ -140,11 +140,11 @@ model that differs in them (an old teacher seeds a student with the clean cache 
 def model_differences(saved: dict, mine: dict) -> list[str]:
     """Model-config fields (of `to_dict()`) in which a checkpoint's saved model differs from `mine`, as
     "field=saved value"; `SAMPLING_FIELDS` are not part of the model, a VAE named by a relative and by
-    an absolute path of the same folder is the same VAE, and VAE fields a saved config predates (`kind`,
-    `norm_groups`) count as their defaults, the values every such model was made with."""
+    an absolute path of the same folder is the same VAE, and fields a saved config predates (`LEGACY_FIELDS`;
+    the VAE's `kind`, `norm_groups`) count as the values every such model was made with."""
     from dataclasses import asdict
 
-    from wantofight_model.config import VAEConfig
+    from wantofight_model.config import LEGACY_FIELDS, VAEConfig
 
     def vae_folder(model: dict):
         vae = dict(model.get("vae") or {})
@@ -158,6 +158,7 @@ def model_differences(saved: dict, mine: dict) -> list[str]:
         return vae
 
     mine = json.loads(json.dumps(mine))  # tuples -> lists, as saved
+    saved = {**LEGACY_FIELDS, **saved}  # a field the saved config predates: the value it was made with
     return [f"{k}={saved.get(k)!r}" for k in sorted(mine) if k not in SAMPLING_FIELDS
             and (vae_folder(saved) != vae_folder(mine) if k == "vae" else saved.get(k) != mine[k])]
 

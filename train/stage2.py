@@ -48,7 +48,9 @@ def is_trainer_checkpoint(path: str | Path) -> bool:
 def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_stages: tuple[str, ...],
                          prefer_ema: bool = True) -> Path:
     """Load a trainer checkpoint (run or checkpoint folder) of one of `expect_stages` into `model`
-    (a WanToFight), after checking its preset and model config match the trainer's."""
+    (a WanToFight), after checking its preset and model config match the trainer's: the one difference
+    allowed is a model trained without the previous-frame input loaded into one with it (its channels at
+    zero, so it computes the same at the start)."""
     from wantofight.inference import checkpoints
     from wantofight.inference.generation import resolve_checkpoint
     from wantofight.train import checkpoint as ckpt
@@ -66,17 +68,20 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
     if vae and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
         saved_model["vae"] = {**saved_model["vae"], "pretrained": str(path / vae)}
     changed = ckpt.model_differences(saved_model, trainer.model_config.to_dict())
-    if changed:
+    widened = changed == ["previous_frame_input=False"]  # the channels are added, at zero: the same model
+    if changed and not widened:
         raise TrainError(f"{path} holds a model with different {', '.join(changed)}")
     state = checkpoints.read_tensors(path, "model.safetensors")
     ema = checkpoints.read_tensors(path, "ema.safetensors") if prefer_ema else None
     if ema is not None:
         state = {**state, **ema}
+    state["patch_embedding.weight"] = model.dit.fit_patch_embedding(state["patch_embedding.weight"])
     model.dit.load_state_dict(state)
     ref = checkpoints.read_tensors(path, "reference_encoder.safetensors")
     if ref is not None:
         model.reference_encoder.load_state_dict(ref)
-    trainer.log(f"initialised from {path} ({'EMA' if ema is not None else 'raw'} weights of step {saved.get('step')})")
+    trainer.log(f"initialised from {path} ({'EMA' if ema is not None else 'raw'} weights of step {saved.get('step')})"
+                + ("; the previous-frame input it was trained without starts at zero" if widened else ""))
     return path
 
 

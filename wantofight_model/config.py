@@ -24,7 +24,7 @@ SAMPLERS = ("euler", "x0_renoise")
 MASK_BACKENDS = ("dense", "flex")
 CACHE_WRITES = ("clean", "denoising-step")
 
-LEGACY_FIELDS = {"cache_write": "denoising-step"}
+LEGACY_FIELDS = {"cache_write": "denoising-step", "previous_frame_input": False, "previous_frame_max_sigma": 0.1}
 """Fields added after models were saved, with the value every model saved without them was made with:
 a saved config that lacks one loads with this value, so its outputs do not change."""
 DERIVED_FIELDS = ("vae_time_factor", "vae_space_factor")
@@ -130,6 +130,15 @@ class ModelConfig:
     rope_theta: float = 10000.0
     """3D RoPE base (Wan2.1: 10000)."""
 
+    previous_frame_input: bool = False
+    """Each latent frame also gets, as extra input channels, the last latent frame before its chunk as that
+    frame stands in the input or the cache (zeros in chunk 0): GameNGen's channel-concatenated past, which
+    makes "the context, moved" one layer away instead of an attention lookup (docs/model.md). The added
+    channels of the patch embedding start at zero, so a model given them computes what it did without."""
+    previous_frame_max_sigma: float = 0.1
+    """The previous frame is read where its noise level is at most this (the clean cache write, stage 2's clean
+    context chunks), and is zeros where it is noisier: the model is not told that frame's level."""
+
     # ---- video geometry ----
     height: int = 384
     """Pixel height (the paper's 512x384 output)."""
@@ -214,6 +223,8 @@ class ModelConfig:
                f"mask_backend={self.mask_backend!r}; valid: {', '.join(MASK_BACKENDS)}")
         _check(self.cache_write in CACHE_WRITES,
                f"cache_write={self.cache_write!r}; valid: {', '.join(CACHE_WRITES)}")
+        _check(0 <= self.previous_frame_max_sigma <= 1,
+               f"previous_frame_max_sigma must be in [0, 1], got {self.previous_frame_max_sigma}")
         _check(0 <= self.context_sigma < 1, f"context_sigma must be in [0, 1), got {self.context_sigma}")
         _check(self.timestep_shift > 0, f"timestep_shift must be > 0, got {self.timestep_shift}")
         _check(self.vae.z_dim == self.latent_channels,

@@ -173,7 +173,11 @@ class WanToFightDiT(nn.Module):
         c = config
         self.gradient_checkpointing = c.gradient_checkpointing
         # ---- Wan2.1 backbone ----
-        self.patch_embedding = nn.Conv3d(c.latent_channels, c.dim, kernel_size=c.patch_size, stride=c.patch_size)
+        self.patch_embedding = nn.Conv3d(c.latent_channels * (2 if c.previous_frame_input else 1), c.dim,
+                                         kernel_size=c.patch_size, stride=c.patch_size)
+        if c.previous_frame_input:
+            with torch.no_grad():
+                self.patch_embedding.weight[:, c.latent_channels:] = 0  # the previous frame starts unread
         self.time_embedding = nn.Sequential(nn.Linear(c.freq_dim, c.dim), nn.SiLU(), nn.Linear(c.dim, c.dim))
         self.time_projection = nn.Sequential(nn.SiLU(), nn.Linear(c.dim, 6 * c.dim))
         self.blocks = nn.ModuleList(WanBlock(c.dim, c.ffn_dim, c.num_heads, c.eps) for _ in range(c.num_blocks))
@@ -221,6 +225,10 @@ class WanToFightDiT(nn.Module):
         e = self.time_projection(e0).unflatten(-1, (6, c.dim)).unflatten(0, (B, F))  # (B, F, 6, D)
         e0 = e0.unflatten(0, (B, F))  # (B, F, D)
 
+        if c.previous_frame_input:
+            if cache is not None and write_cache:
+                cache.stage_frame(latents[:, :, -1], t[:, -1])
+            latents = torch.cat([latents, self.previous_frames(latents, t, frame_offset, cache)], dim=1)  # (B, 2C, F, H, W)
         x = self.patch_embedding(latents)  # (B, D, F, h, w)
         grid_h, grid_w = x.shape[-2:]
         N = grid_h * grid_w
@@ -257,6 +265,34 @@ class WanToFightDiT(nn.Module):
         out = self.head(x, e0)  # (B, L, C pt ph pw)
         return self._unpatchify(out, F, grid_h, grid_w)
 
+    def previous_frames(self, latents: torch.Tensor, t: torch.Tensor, frame_offset: int,
+                        cache: RollingKVCache | None) -> torch.Tensor:
+        """(B, C, F, H, W) at timesteps t (B, F) -> (B, C, F, H, W): for each latent frame, the last latent frame
+        of the chunk before its own, taken from this input where it holds that frame and from the cache where it
+        does not (the cache's newest frame, as its writing pass saw it). Zeros in chunk 0, which has no chunk
+        before it, and where that frame is noisier than `previous_frame_max_sigma`: a noisy frame says little
+        of where a fighter stands, and the model is not told its level, so it is read only when clean."""
+        c = self.config
+        per_chunk = c.chunk_latent_frames
+        limit = c.num_train_timesteps * c.previous_frame_max_sigma + 1e-3
+        chunks = chunk_of_frame(torch.arange(frame_offset, frame_offset + latents.shape[2]), per_chunk).tolist()
+        zeros = torch.zeros_like(latents[:, :, 0])
+        frames = []
+        for chunk in chunks:
+            source = (chunk - 1) * per_chunk  # the last frame of chunk - 1 (frame 0 is chunk 0)
+            if chunk == 0:
+                frames.append(zeros)
+                continue
+            if source >= frame_offset:
+                frame, level = latents[:, :, source - frame_offset], t[:, source - frame_offset]
+            elif cache is not None and source == cache.next_frame - 1 and cache.frame is not None:
+                frame, level = cache.frame.to(latents.dtype), cache.frame_timestep
+            else:
+                raise ValueError(f"latent frame {source}, the one before chunk {chunk}, is neither in this input "
+                                 f"(from frame {frame_offset}) nor the cache's newest")
+            frames.append(frame * (level <= limit).to(latents.dtype)[:, None, None, None])
+        return torch.stack(frames, dim=2)
+
     def _self_attention_mask(self, attention: str, F: int, N: int, frame_offset: int,
                              cache: RollingKVCache | None, device: torch.device):
         c = self.config
@@ -292,6 +328,14 @@ class WanToFightDiT(nn.Module):
             if name.endswith("modulation"):
                 param.data = param.data.float()
         return self
+
+    def fit_patch_embedding(self, weight: torch.Tensor) -> torch.Tensor:
+        """A patch-embedding weight saved without the previous-frame channels -> one with them at zero (the
+        model then computes what the saved one did); any other weight is returned as it is."""
+        mine = self.patch_embedding.weight
+        if self.config.previous_frame_input and weight.shape[1] * 2 == mine.shape[1] and weight.shape[2:] == mine.shape[2:]:
+            return torch.cat([weight, torch.zeros_like(weight)], dim=1)
+        return weight
 
     def backbone_state_dict(self) -> dict[str, torch.Tensor]:
         """The Wan2.1 backbone tensors only (what a Wan checkpoint provides)."""

@@ -9,7 +9,8 @@ Protocol, per generated chunk:
     1. denoising steps read `context(block)`; the chunk's writing pass (`config.cache_write`, decided in
        `rollout.py`: an extra pass over the finished chunk, or one denoising step) also calls
        `stage(block, k, v)` with the chunk's keys/values;
-    2. `stage_keyboard(latents)` once with the chunk's (bound) keyboard latents;
+    2. `stage_keyboard(latents)` once with the chunk's (bound) keyboard latents, and with
+       `previous_frame_input` `stage_frame(frame, timestep)` with the last latent frame of the writing pass's input;
     3. `commit(num_frames)` after the chunk is done: staged entries join the context, the oldest
        chunk falls out, `next_frame` advances.
 Keys are stored after RoPE at their absolute latent-frame positions (RoPE is relative, so they stay
@@ -55,6 +56,12 @@ class RollingKVCache:
     """Tokens staged for the chunk being generated (0 until its cache-write step)."""
     staged_keyboard: torch.Tensor | None = None
     """(B, P, f, E) keyboard latents of the chunk being generated."""
+    frame: torch.Tensor | None = None
+    """(B, C, H, W): the newest cached chunk's last latent frame as its writing pass saw it, the previous
+    frame the next chunk reads with `previous_frame_input` (`stage_frame` before `commit`; else None)."""
+    frame_timestep: torch.Tensor | None = None
+    """(B,): the timestep that frame was written at."""
+    staged_frame: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def from_config(cls, config: ModelConfig, batch_size: int, device: torch.device | str = "cpu",
@@ -104,6 +111,10 @@ class RollingKVCache:
         """Remember the chunk's keyboard latents (B, P, f, E)."""
         self.staged_keyboard = latents.detach()
 
+    def stage_frame(self, frame: torch.Tensor, timestep: torch.Tensor) -> None:
+        """Remember the chunk's last latent frame (B, C, H, W) as the writing pass sees it, at timestep (B,)."""
+        self.staged_frame = frame.detach(), timestep.detach()
+
     def commit(self, num_frames: int) -> None:
         """Close the current chunk: its staged entries enter the context, the oldest chunk leaves."""
         tokens = num_frames * self.tokens_per_frame
@@ -124,8 +135,10 @@ class RollingKVCache:
             history = torch.cat([self.keyboard_context()[0], self.staged_keyboard], dim=2)[:, :, -window:]
             self.keyboard[:, :, window - history.shape[2]:] = history
             self.keyboard_frames = history.shape[2]
+        self.frame, self.frame_timestep = self.staged_frame or (None, None)
         self.staged_tokens = 0
         self.staged_keyboard = None
+        self.staged_frame = None
         self.next_frame += num_frames
 
     @property

@@ -152,6 +152,8 @@ def load_wan_weights(dit: nn.Module, checkpoint: str | Path | dict[str, torch.Te
     targets = dit.backbone_state_dict()
     with torch.no_grad():
         for key, tensor in state.items():
+            if key == "patch_embedding.weight":
+                tensor = dit.fit_patch_embedding(tensor)
             if is_dropped(key):
                 report.dropped.append(key)
             elif key not in targets:
