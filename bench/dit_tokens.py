@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learns import trained, wtf  # noqa: E402  (the recipe's: run a documented `wtf` command; a run's last step)
@@ -71,11 +70,10 @@ def init_folder(out: Path, fields: dict, vae: Path) -> Path:
         shutil.copy2(SHIPPED / name, tmp / name)
         if name != "reference_encoder.safetensors" and fields.get("patch_size") == [1, 1, 1]:
             finer_patches(tmp / name)
-        if name != "reference_encoder.safetensors" and fields.get("previous_frame_input"):
-            previous_frame_channels(tmp / name)
     config = json.loads((SHIPPED / "config.json").read_text())
     config["stage"] = "stage1"
-    config["model"].update(fields)
+    # the previous-frame input is not written here: stage 2 adds its channels, at zero, to a model without them
+    config["model"].update({k: v for k, v in fields.items() if k != "previous_frame_input"})
     config["model"]["vae"]["pretrained"] = str(vae)
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
     tmp.rename(out)
@@ -92,16 +90,6 @@ def finer_patches(file: Path) -> None:
     for key in ("head.head.weight", "head.head.bias"):  # rows ordered (ph, pw, C): C innermost
         value = state[key]
         state[key] = value.reshape(4, -1, *value.shape[1:]).mean(dim=0).contiguous()
-    save_file(state, str(file))
-
-
-def previous_frame_channels(file: Path) -> None:
-    """A DiT state dict without the previous-frame input -> with it, its channels at zero (the same outputs)."""
-    from safetensors.torch import load_file, save_file
-
-    state = load_file(str(file))
-    weight = state["patch_embedding.weight"]
-    state["patch_embedding.weight"] = torch.cat([weight, torch.zeros_like(weight)], dim=1).contiguous()
     save_file(state, str(file))
 
 
@@ -169,9 +157,7 @@ def main() -> None:
     seconds: dict[str, float] = {}
     vae = (SHIPPED / "vae").resolve()
 
-    for name, settings in RECORD.items():
-        if args.recipe_data:
-            break
+    for name, settings in ({} if args.recipe_data else RECORD).items():
         if not (args.data / name / "run.json").is_file():
             seconds[name] = wtf("collect", *settings, "--out", str(args.data / name), log=log)
     probe = ROOT / "runs" / "bench-probe" / SIZE if args.recipe_data else args.runs / "probe"
@@ -199,13 +185,13 @@ def main() -> None:
                                 "--frames", str(FRAMES), "--size", SIZE, "--workers", "1", log=log)
 
     runs = {}
+    shipped_model = json.loads((SHIPPED / "config.json").read_text())["model"]
     for name in names:
         run = runs[name] = args.runs / name
         if trained(run, args.steps):
             continue
         start = (["--resume"] if (run / "checkpoints" / "latest").is_file()
                  else ["--init-from", str(init_folder(args.runs / "init" / name, VARIANTS[name], vae))])
-        shipped_model = json.loads((SHIPPED / "config.json").read_text())["model"]
         sets = [f"model.vae.pretrained={vae}", "model.height=128", "model.width=128", "model.dim=128",
                 f"model.rope_theta={shipped_model['rope_theta']}",
                 "model.ffn_dim=256", f"data.frames={FRAMES}", "seed=0", "data.batch_size=4", f"optim.lr={args.lr:g}",

@@ -93,13 +93,12 @@ def build_vae(config: ModelConfig, device: torch.device | str = "cpu"):
 def read_checkpoint_model_config(path: Path) -> tuple[ModelConfig, str]:
     """(ModelConfig, stage) from a trainer checkpoint folder."""
     from wantofight.inference import checkpoints
+    from wantofight.inference.shipped import own_vae
 
     saved = checkpoints.read_config(path)
     train = checkpoints.saved_train_config(saved)
     config = checkpoints.model_config(train["preset"], train["model"])
-    vae = config.vae.pretrained
-    if vae is not None and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
-        config = replace(config, vae=replace(config.vae, pretrained=str(path / vae)))
+    config = replace(config, vae=replace(config.vae, pretrained=own_vae(path, config.vae.pretrained)))
     return config, saved.get("stage", "stage1")
 
 

@@ -42,6 +42,14 @@ def unknown_checkpoint_message(path: str | Path, root: Path | None = None) -> st
     return f"no checkpoint at {path} (a run folder, a checkpoint folder, or a shipped model's name; {hint})"
 
 
+def own_vae(folder: Path, pretrained: str | None) -> str | None:
+    """A checkpoint config's `vae.pretrained` as a path to load: a relative one naming a folder inside the checkpoint
+    folder (a shipped model's own VAE, `export_checkpoint`) is resolved against it; any other is as saved."""
+    if pretrained is not None and not Path(pretrained).is_absolute() and (Path(folder) / pretrained).is_dir():
+        return str(Path(folder) / pretrained)
+    return pretrained
+
+
 def export_checkpoint(checkpoint: Path, out: Path) -> Path:
     """Copy what sampling needs from a trainer checkpoint folder, and its VAE, into `out` (new)."""
     checkpoint, out = Path(checkpoint), Path(out)

@@ -53,6 +53,7 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
     zero, so it computes the same at the start)."""
     from wantofight.inference import checkpoints
     from wantofight.inference.generation import resolve_checkpoint
+    from wantofight.inference.shipped import own_vae
     from wantofight.train import checkpoint as ckpt
 
     path = resolve_checkpoint(source)
@@ -64,9 +65,8 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
         raise TrainError(f"{path} was trained with preset {saved.get('preset')!r}, not {trainer.config.preset!r}: "
                          f"pass --preset {saved.get('preset')}")
     saved_model = dict(saved["model"])
-    vae = (saved_model.get("vae") or {}).get("pretrained")
-    if vae and not Path(vae).is_absolute() and (path / vae).is_dir():  # a shipped model's own VAE
-        saved_model["vae"] = {**saved_model["vae"], "pretrained": str(path / vae)}
+    if saved_model.get("vae"):  # a shipped model names its own VAE relative to its folder
+        saved_model["vae"] = {**saved_model["vae"], "pretrained": own_vae(path, saved_model["vae"].get("pretrained"))}
     changed = ckpt.model_differences(saved_model, trainer.model_config.to_dict())
     widened = changed == ["previous_frame_input=False"]  # the channels are added, at zero: the same model
     if changed and not widened:
