@@ -303,16 +303,22 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
                 f"{vae_report['fighters_psnr']['val']:.1f} dB (only the pixels that differ from the stage).", ""]
     notes = ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])
     out += [f"> {n}" for n in notes] + ([""] if notes else [])
-    gain = report.get("gain_over_first_frame", {})
-    out += ["## Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing nothing, "
-            "1 = the game [95% interval] (cases)", ""]
-    if gain.get("missing"):
-        out += [gain["missing"], ""]
-    else:
+    for section, title in (("gain_over_first_frame", "Gain over the first frame: (model − first frame) / (emulator − "
+                             "first frame), 0 = doing nothing, 1 = the game"),
+                           ("gain_over_last_frame", "Teacher-forced gain over the last frame: (model − last frame) / "
+                            "(emulator − last frame), 0 = holding the recorded row before each chunk, 1 = the game")):
+        gain = report.get(section) or {}
+        if not gain:
+            continue
+        out += [f"## {title} [95% interval] (cases)", ""]
+        if gain.get("missing"):
+            out += [gain["missing"], ""]
+            continue
         out += ["| model | " + " | ".join(GAIN_COLUMNS[:-1]) + " | single: actor |", "|---" * (len(GAIN_COLUMNS) + 1) + "|"]
-        for r in rows:
-            g = gain["variants"].get(r, {})
-            out.append(f"| {r} | " + " | ".join(fmt_ci(g[c]["gain"], g[c]["ci"], "gain", g[c]["cases"]) if c in g
+        # the second table holds the teacher-forced rows and their two baselines, in the report's order
+        for r in rows if section == "gain_over_first_frame" else list(gain["variants"]):
+            g = gain["variants"].get(r)
+            out.append(f"| {r} | " + " | ".join(fmt_ci(g[c]["gain"], g[c]["ci"], "gain", g[c]["cases"]) if g and c in g
                                                  else "n/a" for c in GAIN_COLUMNS) + " |")
         out.append("")
     out += ["## Action following (state class and direction within ±2 rows) [95% interval] (cases)", "",

@@ -9,7 +9,8 @@ columns divide by the `emulator` variant of the same folder (with the recorded k
 ceiling.
 
 The report leads with the gain over the first frame, (model - first frame) / (emulator - first frame)
-per family and for the single-action actor: 0 is doing nothing, 1 is the game. Every rate carries its
+per family and for the single-action actor: 0 is doing nothing, 1 is the game; teacher-forced rows are
+also read against holding the recorded row before each chunk (`gain_over_last_frame`). Every rate carries its
 95% interval over cases (benchmark/intervals.py), and the page opens with what makes its figures
 weak: a probe that missed its accuracy targets, scenarios with too few cases, a miniature suite.
 """
@@ -154,18 +155,19 @@ def gain_values(column: str, case: dict) -> float | None:
     return case_follow(case)
 
 
-def gains(variants: list[tuple[dict, list[dict]]]) -> dict:
-    """Each variant's gain over the first frame per column, over the cases it and both baselines
-    scored, with a paired bootstrap interval; {"missing": why} when a baseline is not in the folder."""
+def gains(variants: list[tuple[dict, list[dict]]], floor: str = "first-frame") -> dict:
+    """Each variant's gain over `floor` (the first frame, or for teacher-forced rows the last frame) per
+    column, over the cases it, the emulator and the floor scored, with a paired bootstrap interval;
+    {"missing": why} when the emulator or the floor is not in the folder."""
     def baseline(model: str):
         return next((cases for info, cases in variants if info["model"] == model
                      and info.get("keys", "real") == "real"), None)
 
-    emulator, first = baseline("emulator"), baseline("first-frame")
-    missing = [m for m, cases in (("emulator", emulator), ("first-frame", first)) if cases is None]
+    emulator, first = baseline("emulator"), baseline(floor)
+    missing = [m for m, cases in (("emulator", emulator), (floor, first)) if cases is None]
     if missing:
-        return {"missing": f"no gain over the first frame: this folder has no {' and no '.join(missing)} variant "
-                           f"(score it into the same --out with {' '.join(f'--model {m}' for m in missing)})"}
+        return {"missing": f"no gain over the {floor.replace('-', ' ')}: this folder has no {' and no '.join(missing)} "
+                           f"variant (score it into the same --out with {' '.join(f'--model {m}' for m in missing)})"}
     out = {}
     for info, cases in variants:
         row = {}
@@ -176,7 +178,17 @@ def gains(variants: list[tuple[dict, list[dict]]]) -> dict:
             row[column] = {"gain": gain(*(v.mean() for v in values)) if common else None, "cases": len(common),
                            "ci": ci.paired_bootstrap(gain, *values) if common else None}
         out[info["name"]] = row
-    return {"variants": out}
+    return {"floor": floor, "variants": out}
+
+
+def teacher_forced_gains(variants: list[tuple[dict, list[dict]]]) -> dict | None:
+    """The teacher-forced rows' gain over the last frame, their fair floor: a chunk generated from the
+    recorded chunks before it is compared with holding the recorded row just before it (None when no
+    row is teacher-forced)."""
+    if not any(info.get("teacher_forced") for info, _ in variants):
+        return None
+    return gains([(info, cases) for info, cases in variants
+                  if info.get("teacher_forced") or info["model"] in ("emulator", "last-frame")], floor="last-frame")
 
 
 def warnings(report: dict) -> list[str]:
@@ -210,15 +222,18 @@ def warnings(report: dict) -> list[str]:
     if flat:
         out.append(f"On {', '.join(flat)} the emulator does not beat the first frame as the probe reads them: no gain "
                    "can be measured there.")
-    for name, row in report["gain_over_first_frame"].get("variants", {}).items():
-        variant = next(v["variant"] for v in report["variants"] if v["name"] == name)
-        if variant["model"] != "checkpoint":
-            continue
-        unsure = [c for c, g in row.items() if g["ci"] is not None and g["ci"][0] <= 0 <= g["ci"][1]]
-        if unsure:
-            out.append(f"{name}: the gain over the first frame on {', '.join(unsure)} is not told apart from 0 "
-                       "(its 95% interval holds 0): on these cases it does no better than doing nothing, or the "
-                       "cases are too few to tell.")
+    for section, doing in (("gain_over_first_frame", "doing nothing"),
+                           ("gain_over_last_frame", "holding the recorded row before each chunk")):
+        floor = (report.get(section) or {}).get("floor", "").replace("-", " ")
+        for name, row in (report.get(section) or {}).get("variants", {}).items():
+            variant = next(v["variant"] for v in report["variants"] if v["name"] == name)
+            if variant["model"] != "checkpoint":
+                continue
+            unsure = [c for c, g in row.items() if g["ci"] is not None and g["ci"][0] <= 0 <= g["ci"][1]]
+            if unsure:
+                out.append(f"{name}: the gain over the {floor} on {', '.join(unsure)} is not told apart from 0 "
+                           f"(its 95% interval holds 0): on these cases it does no better than {doing}, or the "
+                           "cases are too few to tell.")
     return out
 
 
@@ -256,7 +271,7 @@ def write_report(out: Path, lpips_backend: str | None = None) -> dict:
     run = json.loads((out / "run.json").read_text())
     variants = read_variants(out)
     summaries = [summarize(info, cases) for info, cases in variants]
-    report = {"gain_over_first_frame": gains(variants), **run, "lpips": lpips_backend or run.get("lpips"),
+    report = {"gain_over_first_frame": gains(variants), "gain_over_last_frame": teacher_forced_gains(variants), **run, "lpips": lpips_backend or run.get("lpips"),
               "variants": summaries, "follow_vs_emulator": ratios(summaries)}
     if lpips_backend:
         run["lpips"] = lpips_backend
@@ -302,9 +317,14 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of each table of the report."""
     summaries, rat = report["variants"], report.get("follow_vs_emulator", {})
     fams = ("single-action", "dual-action", "identity", "all")
-    gain_rows = report.get("gain_over_first_frame", {}).get("variants", {})
-    gain = [[s["name"]] + [fmt_ci(g["gain"], g["ci"], "gain", g["cases"]) if g else "n/a"
-                           for g in (gain_rows.get(s["name"], {}).get(c) for c in GAIN_COLUMNS)] for s in summaries]
+
+    def gain_table(section: str, shown=lambda s: True) -> list[list[str]]:
+        rows = (report.get(section) or {}).get("variants", {})
+        return [[s["name"]] + [fmt_ci(g["gain"], g["ci"], "gain", g["cases"]) if g else "n/a"
+                               for g in (rows.get(s["name"], {}).get(c) for c in GAIN_COLUMNS)]
+                for s in summaries if shown(s)]
+
+    gain = gain_table("gain_over_first_frame")
     follow = [[s["name"]] + [fmt_ci(s["families"][f]["follow"], s["families"][f].get("follow_ci"), "share",
                                     s["families"][f]["cases"]) for f in fams]
               + [fmt(rat.get(s["name"], {}).get(f)) for f in ("single-action", "dual-action")]
@@ -327,9 +347,16 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
               for s in summaries]
     moves = sorted({m for s in summaries for m in s["single_action_moves"]})
     per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
+    forced = [("Teacher-forced gain over the last frame: (model − last frame) / (emulator − last frame), 0 = holding "
+               "the recorded row before each chunk, 1 = the game [95% interval] (cases)",
+               ["model", *GAIN_COLUMNS[:-1], "single: actor"],
+               gain_table("gain_over_last_frame", lambda s: s["variant"].get("teacher_forced")
+                          or s["variant"]["model"] in ("emulator", "last-frame") and s["variant"].get("keys", "real") == "real"))] \
+        if report.get("gain_over_last_frame") else []
     return [
         ("Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing nothing, "
          "1 = the game [95% interval] (cases)", ["model", *GAIN_COLUMNS[:-1], "single: actor"], gain),
+        *forced,
         ("Action following (state class and direction within ±2 rows) [95% interval] (cases)",
          ["model", *fams, "single × emulator", "dual × emulator", "single: actor / idle"], follow),
         ("Identity binding (% of cases bound correctly) [95% interval] (cases)", ["model", *IDENTITY], binding),
@@ -427,8 +454,8 @@ def render_html(report: dict, plots: list[str]) -> str:
              f"<code>{e(report['probe'])}</code> ({e(report['probe_digest'])}); LPIPS: {e(str(report.get('lpips')))}. "
              "Scoring rules: docs/benchmark.md.</p>"]
     notes = ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])
-    if report.get("gain_over_first_frame", {}).get("missing"):
-        notes.append(report["gain_over_first_frame"]["missing"])
+    notes += [report[k]["missing"] for k in ("gain_over_first_frame", "gain_over_last_frame")
+              if (report.get(k) or {}).get("missing")]
     if notes:  # first, above every table: what the figures below do not mean
         parts.insert(1, "<div class='warnings'>" + "".join(f"<p>⚠ {e(n)}</p>" for n in notes) + "</div>")
     for title, header, rows in tables(report):

@@ -14,7 +14,7 @@ from wantofight.benchmark import intervals as ci
 from wantofight.benchmark import scoring as sc
 from wantofight.benchmark.labels import Truth
 from wantofight.benchmark.probe_net import Screen
-from wantofight.benchmark.report import gains, summarize, write_report
+from wantofight.benchmark.report import gains, summarize, teacher_forced_gains, write_report
 
 
 def case(case_id: str, scenario: str, follow: float, actor_follow: float | None = None, rows: int = 17,
@@ -70,6 +70,32 @@ def test_the_gain_uses_only_the_cases_all_three_scored_and_no_baseline_is_invent
     assert "variants" not in missing and "--model first-frame" in missing["missing"]
     flat = gains([(emulator[0], first[1]), first, (info, cases)])["variants"]["s3"]  # emulator == first frame
     assert flat["actor"]["gain"] is None
+
+
+def test_teacher_forced_rows_are_also_read_against_the_last_frame_their_fair_floor(tmp_path):
+    """A chunk generated from the recorded chunks before it competes with holding the recorded row before it:
+    the report adds that gain for teacher-forced rows only, beside the gain over the first frame it keeps."""
+    def cases(actor: float) -> list[dict]:
+        return [case(f"s{i}", "single-action", 1.0, actor) for i in range(6)]
+
+    free = {**variant("checkpoint"), "name": "m", "slug": "m"}
+    forced = {**variant("checkpoint"), "name": "m teacher-forced", "slug": "m-tf", "teacher_forced": True}
+    variants = [(variant("emulator"), cases(1.0)), (variant("first-frame"), cases(0.2)),
+                (variant("last-frame"), cases(0.6)), (free, cases(0.4)), (forced, cases(0.8))]
+    got = teacher_forced_gains(variants)
+    assert got["floor"] == "last-frame" and set(got["variants"]) == {"emulator", "last-frame", "m teacher-forced"}
+    assert got["variants"]["m teacher-forced"]["actor"]["gain"] == pytest.approx(0.5)  # (0.8 - 0.6) / (1 - 0.6)
+    assert got["variants"]["last-frame"]["actor"]["gain"] == pytest.approx(0.0)
+    assert gains(variants)["variants"]["m teacher-forced"]["actor"]["gain"] == pytest.approx(0.75)  # over the first
+    assert teacher_forced_gains(variants[:4]) is None  # no teacher-forced row: no such table
+    assert "--model last-frame" in teacher_forced_gains([v for v in variants if v[0]["name"] != "last-frame"])["missing"]
+
+    out = report_folder(tmp_path, variants, True, 20)
+    report = write_report(out)
+    assert report["gain_over_last_frame"]["variants"]["m teacher-forced"]["actor"]["gain"] == pytest.approx(0.5)
+    page = (out / "index.html").read_text()
+    assert "Teacher-forced gain over the last frame" in page and page.index("Gain over the first frame") < \
+        page.index("Teacher-forced gain over the last frame") < page.index("Action following")
 
 
 def test_x_error_and_extra_fighters_per_chunk_of_eight_rows():
