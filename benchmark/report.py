@@ -111,14 +111,16 @@ def summarize(info: dict, cases: list[dict]) -> dict:
             interval = ci.wilson(sum(bound), len(bound))
             row["binding_ci"] = [100.0 * v for v in interval] if interval else None
         scenarios[s] = row
-    moves = {}
+    moves, move_x = {}, {}
     for c in by_scenario["single-action"]:
         moves.setdefault(c["label"], []).append(case_follow(c))
+        move_x.setdefault(c["label"], []).append(mean(v for p in c["x_error"] for v in p))
     seconds = [s for c in cases for s in c.get("chunk_seconds", [])]
     generated = sum(c["rows"] - 1 for c in cases if c.get("chunk_seconds"))
     return {
         "name": info["name"], "variant": info, "cases": len(cases), "families": families, "scenarios": scenarios,
         "single_action_moves": {m: mean(v) for m, v in sorted(moves.items())},
+        "single_action_x_error": {m: mean(v) for m, v in sorted(move_x.items())},
         "x_error_curve": curve([[mean(p[t] for p in c["x_error"]) for t in range(len(c["x_error"][0]))]
                                 for c in cases]),
         "psnr_curve": curve([c["psnr_rows"] for c in cases]),
@@ -347,6 +349,7 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
               for s in summaries]
     moves = sorted({m for s in summaries for m in s["single_action_moves"]})
     per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
+    move_x = [[m] + [fmt(s.get("single_action_x_error", {}).get(m), "px") for s in summaries] for m in moves]
     forced = [("Teacher-forced gain over the last frame: (model − last frame) / (emulator − last frame), 0 = holding "
                "the recorded row before each chunk, 1 = the game [95% interval] (cases)",
                ["model", *GAIN_COLUMNS[:-1], "single: actor"],
@@ -368,6 +371,8 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         ("PSNR dB / SSIM per scenario", ["model"] + [f"{sc} {k}" for sc in SCENARIOS for k in ("PSNR", "SSIM")],
          fidelity),
         ("Single-action following per action", ["action"] + [s["name"] for s in summaries], per_move),
+        ("Single-action x error per action (px, both fighters; mean over cases)",
+         ["action"] + [s["name"] for s in summaries], move_x),
     ]
 
 

@@ -109,6 +109,14 @@ def test_x_error_and_extra_fighters_per_chunk_of_eight_rows():
     assert sc.per_chunk(np.array([1, 3, np.nan, 5, 7, 9, 11, 13, 100, np.nan])) == [7.0, 100.0]
 
 
+def test_x_error_per_single_action_move_is_a_mean_over_its_cases():
+    walks = [{**case(f"w{i}", "single-action", 1.0, x_error=e), "label": "walk_forward"} for i, e in enumerate((4.0, 8.0))]
+    punch = {**case("p", "single-action", 1.0, x_error=1.0), "label": "light_punch"}
+    still = case("s", "static", 1.0, x_error=50.0)  # not a single action: in no row of the table
+    summary = summarize(variant("emulator"), [*walks, punch, still])
+    assert summary["single_action_x_error"] == {"light_punch": 1.0, "walk_forward": 6.0}
+
+
 def truth_of(x: np.ndarray, y: np.ndarray) -> Truth:
     """A Truth holding x and y only (T, 2), all known."""
     return Truth({"x": x.astype(np.float64), "y": y.astype(np.float64)},
