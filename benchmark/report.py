@@ -165,8 +165,8 @@ def gains(variants: list[tuple[dict, list[dict]]], floor: str = "first-frame") -
         return next((cases for info, cases in variants if info["model"] == model
                      and info.get("keys", "real") == "real"), None)
 
-    emulator, first = baseline("emulator"), baseline(floor)
-    missing = [m for m, cases in (("emulator", emulator), (floor, first)) if cases is None]
+    emulator, bottom = baseline("emulator"), baseline(floor)
+    missing = [m for m, cases in (("emulator", emulator), (floor, bottom)) if cases is None]
     if missing:
         return {"missing": f"no gain over the {floor.replace('-', ' ')}: this folder has no {' and no '.join(missing)} "
                            f"variant (score it into the same --out with {' '.join(f'--model {m}' for m in missing)})"}
@@ -174,7 +174,7 @@ def gains(variants: list[tuple[dict, list[dict]]], floor: str = "first-frame") -
     for info, cases in variants:
         row = {}
         for column in GAIN_COLUMNS:
-            by_id = [{c["case_id"]: gain_values(column, c) for c in group} for group in (cases, emulator, first)]
+            by_id = [{c["case_id"]: gain_values(column, c) for c in group} for group in (cases, emulator, bottom)]
             common = [i for i in by_id[0] if all(d.get(i) is not None for d in by_id)]
             values = [np.array([d[i] for i in common]) for d in by_id]
             row[column] = {"gain": gain(*(v.mean() for v in values)) if common else None, "cases": len(common),
@@ -189,8 +189,13 @@ def teacher_forced_gains(variants: list[tuple[dict, list[dict]]]) -> dict | None
     row is teacher-forced)."""
     if not any(info.get("teacher_forced") for info, _ in variants):
         return None
-    return gains([(info, cases) for info, cases in variants
-                  if info.get("teacher_forced") or info["model"] in ("emulator", "last-frame")], floor="last-frame")
+    return gains([(info, cases) for info, cases in variants if read_against_last_frame(info)], floor="last-frame")
+
+
+def read_against_last_frame(info: dict) -> bool:
+    """A row of the teacher-forced table: a teacher-forced variant, or one of its two baselines."""
+    return bool(info.get("teacher_forced")) or (info["model"] in ("emulator", "last-frame")
+                                                and info.get("keys", "real") == "real")
 
 
 def warnings(report: dict) -> list[str]:
@@ -273,8 +278,9 @@ def write_report(out: Path, lpips_backend: str | None = None) -> dict:
     run = json.loads((out / "run.json").read_text())
     variants = read_variants(out)
     summaries = [summarize(info, cases) for info, cases in variants]
-    report = {"gain_over_first_frame": gains(variants), "gain_over_last_frame": teacher_forced_gains(variants), **run, "lpips": lpips_backend or run.get("lpips"),
-              "variants": summaries, "follow_vs_emulator": ratios(summaries)}
+    report = {"gain_over_first_frame": gains(variants), "gain_over_last_frame": teacher_forced_gains(variants),
+              **run, "lpips": lpips_backend or run.get("lpips"), "variants": summaries,
+              "follow_vs_emulator": ratios(summaries)}
     if lpips_backend:
         run["lpips"] = lpips_backend
         atomic_write(out / "run.json", json.dumps(run, indent=1) + "\n")
@@ -353,8 +359,7 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     forced = [("Teacher-forced gain over the last frame: (model − last frame) / (emulator − last frame), 0 = holding "
                "the recorded row before each chunk, 1 = the game [95% interval] (cases)",
                ["model", *GAIN_COLUMNS[:-1], "single: actor"],
-               gain_table("gain_over_last_frame", lambda s: s["variant"].get("teacher_forced")
-                          or s["variant"]["model"] in ("emulator", "last-frame") and s["variant"].get("keys", "real") == "real"))] \
+               gain_table("gain_over_last_frame", lambda s: read_against_last_frame(s["variant"])))] \
         if report.get("gain_over_last_frame") else []
     return [
         ("Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing nothing, "
