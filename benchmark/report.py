@@ -60,6 +60,7 @@ def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
             continue
         cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json"))]
         found.append((json.loads(info_path.read_text()), cases))
+    distinct_names([info for info, _ in found])
     order, keys = {"emulator": 0, "first-frame": 1, "last-frame": 2, "vae": 3}, ("real", "zero", "swap-players")
 
     def place(info: dict) -> tuple:  # baselines first; a model's key modes together, in the order above
@@ -68,6 +69,27 @@ def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
                 keys.index(mode) if mode in keys else len(keys))
 
     return sorted(found, key=lambda v: place(v[0]))
+
+
+def distinct_names(infos: list[dict]) -> None:
+    """Give variants of two checkpoints (or VAEs) whose folders share a name (`runs/a/stage2`, `runs/b/stage2`)
+    names that tell them apart (`a/stage2`, `b/stage2`), in place: the report keys its rows by name."""
+    def source(info: dict) -> str | None:
+        return info.get("checkpoint") if info["model"] == "checkpoint" else info.get("vae") if info["model"] == "vae" \
+            else None
+
+    by_label: dict[str, set[str]] = {}
+    for info in infos:
+        if source(info):
+            by_label.setdefault(Path(source(info)).name, set()).add(source(info))
+    for info in infos:
+        src = source(info)
+        if not src or len(by_label[Path(src).name]) < 2:
+            continue
+        others = [Path(o).parts for o in by_label[Path(src).name] if o != src]
+        parts = Path(src).parts
+        depth = next((k for k in range(2, len(parts) + 1) if all(o[-k:] != parts[-k:] for o in others)), len(parts))
+        info["name"] = info["name"].replace(Path(src).name, "/".join(parts[-depth:]), 1)
 
 
 def curve(rows_per_case: list[list]) -> list[float | None]:

@@ -109,6 +109,27 @@ def test_x_error_and_extra_fighters_per_chunk_of_eight_rows():
     assert sc.per_chunk(np.array([1, 3, np.nan, 5, 7, 9, 11, 13, 100, np.nan])) == [7.0, 100.0]
 
 
+def test_two_checkpoints_whose_folders_share_a_name_keep_rows_of_their_own(tmp_path):
+    """runs/a/stage2 and runs/b/stage2 scored into one folder: the report keys rows by name, so each must get its own."""
+    def cases(actor: float) -> list[dict]:
+        return [case(f"s{i}", "single-action", 1.0, actor) for i in range(6)]
+
+    def run(path: str, slug: str, **more) -> dict:
+        return {**variant("checkpoint"), "name": Path(path).name + (" teacher-forced" if more else ""), "slug": slug,
+                "checkpoint": path, **more}
+
+    variants = [(variant("emulator"), cases(1.0)), (variant("first-frame"), cases(0.2)), (variant("last-frame"), cases(0.6)),
+                (run("/w/runs/a/stage2", "a"), cases(0.6)), (run("/w/runs/b/stage2", "b"), cases(0.4)),
+                (run("/w/runs/a/stage2", "a-tf", teacher_forced=True), cases(0.8)),
+                (run("/w/other/c/stage1", "c"), cases(0.2))]
+    report = write_report(report_folder(tmp_path, variants, True, 20))
+    names = [v["name"] for v in report["variants"]]
+    assert {"a/stage2", "b/stage2", "a/stage2 teacher-forced", "stage1"} <= set(names) and "stage2" not in names
+    first = report["gain_over_first_frame"]["variants"]
+    assert first["a/stage2"]["actor"]["gain"] == pytest.approx(0.5) and first["b/stage2"]["actor"]["gain"] == pytest.approx(0.25)
+    assert report["gain_over_last_frame"]["variants"]["a/stage2 teacher-forced"]["actor"]["gain"] == pytest.approx(0.5)
+
+
 def test_x_error_per_single_action_move_is_a_mean_over_its_cases():
     walks = [{**case(f"w{i}", "single-action", 1.0, x_error=e), "label": "walk_forward"} for i, e in enumerate((4.0, 8.0))]
     punch = {**case("p", "single-action", 1.0, x_error=1.0), "label": "light_punch"}
