@@ -303,7 +303,8 @@ def test_the_report_page_shows_tables_plots_and_playing_videos(report_dir, page,
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
-        assert page.locator("table").count() == 7
+        assert page.locator("table").count() == 8  # no teacher-forced row here: no table of gains over the last frame
+        assert "Single-action x error per action" in page.locator("h2").nth(7).inner_text()
         assert page.locator("table").first.locator("tr").count() == 1 + 5  # header + five variants
         assert "Gain over the first frame" in page.locator("h2").first.inner_text()
         page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
