@@ -89,7 +89,8 @@ def distinct_names(infos: list[dict]) -> None:
         others = [Path(o).parts for o in by_label[Path(src).name] if o != src]
         parts = Path(src).parts
         depth = next((k for k in range(2, len(parts) + 1) if all(o[-k:] != parts[-k:] for o in others)), len(parts))
-        info["name"] = info["name"].replace(Path(src).name, "/".join(parts[-depth:]), 1)
+        prefix = "vae " if info["model"] == "vae" else ""  # where Variant.name puts the folder's name
+        info["name"] = prefix + "/".join(parts[-depth:]) + info["name"][len(prefix) + len(parts[-1]):]
 
 
 def curve(rows_per_case: list[list]) -> list[float | None]:

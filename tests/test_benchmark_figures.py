@@ -121,10 +121,13 @@ def test_two_checkpoints_whose_folders_share_a_name_keep_rows_of_their_own(tmp_p
     variants = [(variant("emulator"), cases(1.0)), (variant("first-frame"), cases(0.2)), (variant("last-frame"), cases(0.6)),
                 (run("/w/runs/a/stage2", "a"), cases(0.6)), (run("/w/runs/b/stage2", "b"), cases(0.4)),
                 (run("/w/runs/a/stage2", "a-tf", teacher_forced=True), cases(0.8)),
-                (run("/w/other/c/stage1", "c"), cases(0.2))]
+                (run("/w/other/c/stage1", "c"), cases(0.2)),
+                ({**variant("vae"), "name": "vae vae", "slug": "va", "vae": "/w/a/vae"}, cases(0.3)),
+                ({**variant("vae"), "name": "vae vae", "slug": "vb", "vae": "/w/b/vae"}, cases(0.3))]
     report = write_report(report_folder(tmp_path, variants, True, 20))
     names = [v["name"] for v in report["variants"]]
     assert {"a/stage2", "b/stage2", "a/stage2 teacher-forced", "stage1"} <= set(names) and "stage2" not in names
+    assert {"vae a/vae", "vae b/vae"} <= set(names)  # a VAE folder named "vae": its name, not the prefix, is extended
     first = report["gain_over_first_frame"]["variants"]
     assert first["a/stage2"]["actor"]["gain"] == pytest.approx(0.5) and first["b/stage2"]["actor"]["gain"] == pytest.approx(0.25)
     assert report["gain_over_last_frame"]["variants"]["a/stage2 teacher-forced"]["actor"]["gain"] == pytest.approx(0.5)
