@@ -28,18 +28,16 @@ MOVED = 4.0
 
 def shifts(checkpoint: str, suite_dir: Path, probe_dir: Path, per_bucket: int, teacher_forced: bool):
     """Yield (case, {held: (actor shift, other shift)}) for each walk case."""
-    import torch
-
     from wantofight.benchmark.probe import load_probe
-    from wantofight.benchmark.run import Variant, case_bucket, load_checkpoint, resized
+    from wantofight.benchmark.run import Producer, Variant, case_bucket, load_checkpoint, resized
     from wantofight.benchmark.suite import Suite
-    from wantofight.datasets.frames import square_resize
-    from wantofight.inference.generation import prompt_frames, resolve_checkpoint, stream_chunks
+    from wantofight.inference.generation import resolve_checkpoint
 
     suite, probe = Suite(suite_dir), load_probe(probe_dir)
-    variant = Variant("checkpoint", checkpoint=str(resolve_checkpoint(checkpoint)), steps=4)
-    loaded = load_checkpoint(variant, suite, probe, "cpu")
-    config, seen = loaded.config, {}
+    variant = Variant("checkpoint", checkpoint=str(resolve_checkpoint(checkpoint)), steps=4,
+                      teacher_forced=teacher_forced)
+    producer = Producer(variant, probe.size, load_checkpoint(variant, suite, probe, "cpu"))
+    seen = {}
     for case in suite.cases():
         if case.scenario != "single-action" or case.label not in ("walk_forward", "walk_back"):
             continue
@@ -48,17 +46,12 @@ def shifts(checkpoint: str, suite_dir: Path, probe_dir: Path, per_bucket: int, t
         if seen[bucket] > per_bucket:
             continue
         real = resized(case.frames(), probe.size)
-        refs = torch.stack([square_resize(r, config.clip_image_size) for r in case.refs])[None]
         actor = case.actor - 1
         out = {}
         for name, bit in HELD.items():
             masks = np.zeros((ROWS.stop, 2), np.uint16)  # rows 0-16: the prompt and two chunks
             masks[1:, actor] = bit
-            truth = case.frame_pieces(config.chunk_frames, start=1) if teacher_forced else None
-            made = [f for f, _ in stream_chunks(loaded, prompt_frames(real[:1], config, 1), masks, refs, 4, None, 0,
-                                                true_frames=truth)]
-            frames = np.concatenate([real[:1], *made[1:]])  # the recorded prompt stands for its decoded twin
-            x = probe.read(frames)["x"]
+            x = probe.read(np.concatenate(list(producer.generate(case, real, masks))))["x"]
             out[name] = (float(x[ROWS, actor].mean() - x[0, actor]), float(x[ROWS, 1 - actor].mean() - x[0, 1 - actor]))
         yield case, out
 

@@ -257,9 +257,10 @@ class Producer:
         frames = torch.cat([frames, frames[:, -1:].expand(-1, pad, -1, -1)], dim=1)[None]
         return to_uint8(self.loaded.decode(self.loaded.encode(frames))[0, :, :len(real)])
 
-    def generate(self, case: Case, real: np.ndarray) -> Iterator[np.ndarray]:
+    def generate(self, case: Case, real: np.ndarray, masks: np.ndarray | None = None) -> Iterator[np.ndarray]:
         """The prompt frame, then each generated chunk as it comes; its wall time goes to self.seconds
-        (the time spent in the model only: scoring a chunk happens between two of them)."""
+        (the time spent in the model only: scoring a chunk happens between two of them). `masks` (rows 0..n,
+        2) are pressed instead of the variant's keys (bench/key_directions.py's counterfactual keys)."""
         from wantofight.datasets.frames import square_resize
         from wantofight.inference.generation import prompt_frames, stream_chunks
 
@@ -267,10 +268,11 @@ class Producer:
         prompt = prompt_frames(real[:1], config, 1)
         refs = torch.stack([square_resize(r, config.clip_image_size) for r in case.refs])[None]
         truth = case.frame_pieces(config.chunk_frames, start=1) if self.variant.teacher_forced else None
+        masks = case_masks(case, self.variant.keys) if masks is None else masks
         yield real[:1]
         t0 = time.perf_counter()
-        chunks = stream_chunks(self.loaded, prompt, case_masks(case, self.variant.keys), refs,
-                               self.variant.steps or 4, self.variant.sampler, self.seed, true_frames=truth)
+        chunks = stream_chunks(self.loaded, prompt, masks, refs, self.variant.steps or 4, self.variant.sampler,
+                               self.seed, true_frames=truth)
         for k, (frames, _) in enumerate(chunks):
             if k > 0:  # chunk 0 is the decoded prompt; the case's own prompt frame stands for it
                 self.seconds.append(time.perf_counter() - t0)
