@@ -267,7 +267,7 @@ def commit() -> str:
 
 
 def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, seconds: dict) -> str:
-    from wantofight.benchmark.report import GAIN_COLUMNS, TABLE_CHUNKS, fmt_ci, padded
+    from wantofight.benchmark.report import GAIN_COLUMNS, GAIN_TITLES, TABLE_CHUNKS, fmt_ci, padded
     from wantofight.benchmark.scoring import CHUNK_ROWS
 
     by = {v["name"]: v for v in report["variants"]}
@@ -303,14 +303,11 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
                 f"{vae_report['fighters_psnr']['val']:.1f} dB (only the pixels that differ from the stage).", ""]
     notes = ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])
     out += [f"> {n}" for n in notes] + ([""] if notes else [])
-    for section, title in (("gain_over_first_frame", "Gain over the first frame: (model − first frame) / (emulator − "
-                             "first frame), 0 = doing nothing, 1 = the game"),
-                           ("gain_over_last_frame", "Teacher-forced gain over the last frame: (model − last frame) / "
-                            "(emulator − last frame), 0 = holding the recorded row before each chunk, 1 = the game")):
+    for section, title in GAIN_TITLES.items():
         gain = report.get(section) or {}
         if not gain:
             continue
-        out += [f"## {title} [95% interval] (cases)", ""]
+        out += [f"## {title}", ""]
         if gain.get("missing"):
             out += [gain["missing"], ""]
             continue

@@ -33,6 +33,12 @@ CURVE_MIN_CASES = 3
 GAIN_MIN_SPAN = 0.01
 """No gain where the emulator beats the first frame by less than this: nothing to measure it against."""
 GAIN_COLUMNS = ("single-action", "dual-action", "identity", "all", "actor")
+GAIN_TITLES = {
+    "gain_over_first_frame": "Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing "
+                             "nothing, 1 = the game [95% interval] (cases)",
+    "gain_over_last_frame": "Teacher-forced gain over the last frame: (model − last frame) / (emulator − last frame), "
+                            "0 = holding the recorded row before each chunk, 1 = the game [95% interval] (cases)"}
+"""The title of each gain table, by its report.json key (the page, the terminal, bench/learns.py's learns.md)."""
 TABLE_CHUNKS = 6
 """Chunks shown in the page's per-chunk tables (report.json holds the whole curves)."""
 
@@ -379,14 +385,11 @@ def tables(report: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     moves = sorted({m for s in summaries for m in s["single_action_moves"]})
     per_move = [[m] + [fmt(s["single_action_moves"].get(m)) for s in summaries] for m in moves]
     move_x = [[m] + [fmt(s.get("single_action_x_error", {}).get(m), "px") for s in summaries] for m in moves]
-    forced = [("Teacher-forced gain over the last frame: (model − last frame) / (emulator − last frame), 0 = holding "
-               "the recorded row before each chunk, 1 = the game [95% interval] (cases)",
-               ["model", *GAIN_COLUMNS[:-1], "single: actor"],
+    forced = [(GAIN_TITLES["gain_over_last_frame"], ["model", *GAIN_COLUMNS[:-1], "single: actor"],
                gain_table("gain_over_last_frame", lambda s: read_against_last_frame(s["variant"])))] \
         if report.get("gain_over_last_frame") else []
     return [
-        ("Gain over the first frame: (model − first frame) / (emulator − first frame), 0 = doing nothing, "
-         "1 = the game [95% interval] (cases)", ["model", *GAIN_COLUMNS[:-1], "single: actor"], gain),
+        (GAIN_TITLES["gain_over_first_frame"], ["model", *GAIN_COLUMNS[:-1], "single: actor"], gain),
         *forced,
         ("Action following (state class and direction within ±2 rows) [95% interval] (cases)",
          ["model", *fams, "single × emulator", "dual × emulator", "single: actor / idle"], follow),
@@ -487,8 +490,7 @@ def render_html(report: dict, plots: list[str]) -> str:
              f"<code>{e(report['probe'])}</code> ({e(report['probe_digest'])}); LPIPS: {e(str(report.get('lpips')))}. "
              "Scoring rules: docs/benchmark.md.</p>"]
     notes = ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])
-    notes += [report[k]["missing"] for k in ("gain_over_first_frame", "gain_over_last_frame")
-              if (report.get(k) or {}).get("missing")]
+    notes += [report[k]["missing"] for k in GAIN_TITLES if (report.get(k) or {}).get("missing")]
     if notes:  # first, above every table: what the figures below do not mean
         parts.insert(1, "<div class='warnings'>" + "".join(f"<p>⚠ {e(n)}</p>" for n in notes) + "</div>")
     for title, header, rows in tables(report):

@@ -62,6 +62,7 @@ class RollingKVCache:
     frame_timestep: torch.Tensor | None = None
     """(B,): the timestep that frame was written at."""
     staged_frame: tuple[torch.Tensor, torch.Tensor] | None = None
+    """(frame, timestep) of the chunk being generated, from its writing pass (`stage_frame`); `commit` moves it to `frame`."""
 
     @classmethod
     def from_config(cls, config: ModelConfig, batch_size: int, device: torch.device | str = "cpu",
