@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
 import threading
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from wantofight.images import png_bytes
+from wantofight.outputs import write_atomic as atomic_write
 from wantofight.annotate.inspect_clip import clip_view, read_clip, shard_files, write_mp4
 
 WEB_DIR = Path(__file__).parent / "web"
@@ -139,12 +139,6 @@ def _json_default(value):
     if isinstance(value, (np.integer, np.floating)):
         return value.item()
     raise TypeError(f"not JSON: {type(value)}")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ Outputs, chosen by the file suffix:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from wantofight.hud import hud_layout, render_hud
 from wantofight.images import write_png
+from wantofight.outputs import written
 
 SUFFIXES = (".mp4", ".gif", ".png")
 CHUNK_FRAMES = 64
@@ -199,20 +199,18 @@ def write_mp4(out: Path, chunks, fps: int, crf: int = 18, progress=None) -> None
     H.264 yuv420p, index first so it streams), written under a temporary name and renamed."""
     from wantofight.video import VideoWriter
 
-    out = Path(out)
-    tmp = out.with_name(f".tmp-{out.name}")
-    writer = None
-    for chunk in chunks:
-        if writer is None:  # the size is the first chunk's
-            writer = VideoWriter(tmp, int(fps), chunk.shape[2], chunk.shape[1], preview_crf=crf)
-        for rgb in chunk:
-            writer.write(rgb)
-        if progress is not None:
-            progress(len(chunk))
-    if writer is None:
-        raise InspectError(f"{out}: no frames to write")
-    writer.close()
-    os.replace(tmp, out)
+    with written(Path(out)) as tmp:
+        writer = None
+        for chunk in chunks:
+            if writer is None:  # the size is the first chunk's
+                writer = VideoWriter(tmp, int(fps), chunk.shape[2], chunk.shape[1], preview_crf=crf)
+            for rgb in chunk:
+                writer.write(rgb)
+            if progress is not None:
+                progress(len(chunk))
+        if writer is None:
+            raise InspectError(f"{out}: no frames to write")
+        writer.close()
 
 
 def write_gif(out: Path, chunks, fps: int) -> None:

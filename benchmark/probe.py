@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wantofight.benchmark.episodes import GameInfo, LabelledEpisode, open_runs
+from wantofight.benchmark.episodes import LabelledEpisode, open_runs
 from wantofight.benchmark.labels import Field
 from wantofight.benchmark.probe_net import NUMBER_FIELDS, ProbeNet, Screen, read_fields
+from wantofight.outputs import write_atomic, written
 
 PROBE_VERSION = 1
 CENTRE_JITTER = 3.0
@@ -184,13 +184,10 @@ def save_probe(probe: Probe, out: Path, report: dict) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "probe.json").unlink(missing_ok=True)
-    tmp = out / ".tmp-probe.safetensors"
-    save_file({k: v.contiguous() for k, v in probe.net.state_dict().items()}, str(tmp))
-    os.replace(tmp, out / "probe.safetensors")
+    with written(out / "probe.safetensors") as tmp:
+        save_file({k: v.contiguous() for k, v in probe.net.state_dict().items()}, str(tmp))
     for name, doc in (("report.json", report), ("probe.json", probe.meta)):
-        tmp = out / f".tmp-{name}"
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, out / name)
+        write_atomic(out / name, json.dumps(doc, indent=1) + "\n")
 
 
 def load_probe(path: str | Path) -> Probe:

@@ -27,6 +27,7 @@ import numpy as np
 from wantofight.benchmark import intervals as ci
 from wantofight.benchmark.scenarios import FAMILIES, IDENTITY, SCENARIOS, MineOptions
 from wantofight.benchmark.scoring import CHUNK_ROWS, per_chunk
+from wantofight.outputs import is_temporary, written
 
 CURVE_MIN_CASES = 3
 """A point of a curve over time is drawn only where at least this many cases reach that row."""
@@ -64,7 +65,7 @@ def read_variants(out: Path) -> list[tuple[dict, list[dict]]]:
         info_path = vdir / "variant.json"
         if not info_path.is_file():
             continue
-        cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json"))]
+        cases = [json.loads(p.read_text()) for p in sorted((vdir / "cases").glob("*.json")) if not is_temporary(p)]
         found.append((json.loads(info_path.read_text()), cases))
     distinct_names([info for info, _ in found])
     order, keys = {"emulator": 0, "first-frame": 1, "last-frame": 2, "vae": 3}, ("real", "zero", "swap-players")
@@ -302,7 +303,7 @@ def ratios(summaries: list[dict]) -> dict:
 
 def write_report(out: Path, lpips_backend: str | None = None) -> dict:
     """Summarize REPORT_DIR into report.json, plots/ and index.html; returns the report."""
-    from wantofight.benchmark.run import atomic_write
+    from wantofight.outputs import write_atomic as atomic_write
 
     run = json.loads((out / "run.json").read_text())
     variants = read_variants(out)
@@ -468,10 +469,9 @@ def save(fig, path: Path) -> str:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    tmp = path.with_name(f".tmp-{path.name}")
-    fig.savefig(tmp, dpi=100, format="png")
+    with written(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
-    tmp.replace(path)
     return f"plots/{path.name}"
 
 

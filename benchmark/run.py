@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -41,6 +40,7 @@ from wantofight.benchmark.labels import STATE_CLASSES
 from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe_pixels
 from wantofight.benchmark.scenarios import SCENARIOS
 from wantofight.benchmark.suite import Case, Suite
+from wantofight.outputs import write_atomic as atomic_write
 
 MODELS = ("checkpoint", "emulator", "first-frame", "last-frame", "vae")
 CHUNK_ROWS = 8
@@ -473,12 +473,6 @@ def same_report(out: Path, suite: Suite, probe_dir: Path) -> bool:
     except (OSError, ValueError):
         return False
     return old.get("suite_digest") == suite.digest and old.get("probe_digest") == probe_digest(probe_dir)
-
-
-def atomic_write(path: Path, text: str | bytes) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    (tmp.write_bytes if isinstance(text, bytes) else tmp.write_text)(text)
-    os.replace(tmp, path)
 
 
 def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, loaded=None, resume: bool = False,

@@ -22,6 +22,7 @@ from wantofight.collect.fight_env import OBS_VERSION, EnvConfig, FightEnv, Match
 from wantofight.collect.game_registry import GameError, resolve_game
 from wantofight.collect.policies import PlayerContext, PolicyError, make_policy
 from wantofight.interrupts import SafeStop, workers_ignore_ctrl_c
+from wantofight.outputs import write_atomic, written
 from wantofight.progress import Progress
 
 TRAIN_FILE = "train.json"
@@ -184,9 +185,8 @@ def save_model(model, path: Path, config: TrainConfig) -> Path:
         "obs_version": OBS_VERSION, "game": config.game, "player": config.player,
         "opponent": config.opponent, "frame_skip": config.frame_skip,
     }
-    tmp = path.with_name(f".tmp-{path.name}")
-    model.save(str(tmp))
-    tmp.replace(path)
+    with written(path) as tmp:
+        model.save(str(tmp))
     return path
 
 
@@ -261,9 +261,7 @@ def train(config: TrainConfig, out: Path, resume: bool = False, given: set[str] 
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def require_sb3() -> None:

@@ -20,7 +20,6 @@ Letters: T source rows, N exported rows, S = 32 action values (2 players x 16 sl
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from wantofight.outputs import write_atomic, written
 from wantofight.export.sources import (STATE_NAMES, ExportError, SourceEpisode, dataset_shards, parse_tiers,
                                        read_dataset_clips, read_manifest, read_run_episode, run_episode_paths,
                                        source_kind)
@@ -184,9 +184,7 @@ def _read_journal(path: Path) -> list[dict]:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, data)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -271,9 +269,8 @@ class _Writer:
         table = self._table(source, sampled, index, task_index, out_fps)
         data_path = self.work / DATA_PATH.format(chunk_index=chunk, file_index=file)
         data_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = data_path.with_name(f".tmp-{data_path.name}")
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, data_path)
+        with written(data_path) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
         stats = _Stats.of(table, image_stats)
         entry = {
             "key": source.key, "episode_index": index, "tasks": [source.task], "length": n,
@@ -351,9 +348,8 @@ def _write_video(source: SourceEpisode, rows: np.ndarray, path: Path, fps: int) 
     from wantofight.video import VideoWriter, open_video
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
     sample = np.unique(np.linspace(0, len(rows) - 1, min(IMAGE_STAT_FRAMES, len(rows))).round().astype(int))
-    with open_video(source.video) as reader:
+    with open_video(source.video) as reader, written(path) as tmp:
         if len(reader) != source.rows:
             raise ExportError(f"{source.source_episode}: video holds {len(reader)} frames for {source.rows} rows")
         if len(rows) == source.rows:
@@ -368,7 +364,6 @@ def _write_video(source: SourceEpisode, rows: np.ndarray, path: Path, fps: int) 
                     writer.write(frame)
             writer.close()
         pixels = reader.get_batch(rows[sample].tolist()).asnumpy()  # (n, H, W, 3) uint8
-    os.replace(tmp, path)
     return _image_sums(pixels)
 
 

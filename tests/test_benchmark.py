@@ -395,6 +395,7 @@ def test_ctrl_c_keeps_the_scored_cases_and_resume_finishes_the_report(suite_dir,
     assert_stopped_cleanly(proc, seconds, "add --resume")
     kept = {p.name for p in cases.glob("*.json")}
     assert kept and not (out / "report.json").exists()
+    assert not [name for name in kept if name.startswith(".tmp-")], "a case's temporary file was left behind"
     result = CliRunner().invoke(app, [*args, "--resume", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert kept <= {p.name for p in cases.glob("*.json")}

@@ -57,6 +57,21 @@ def test_swap_in_replaces_the_old_folder_whole(tmp_path):
     assert [p.name for p in out.iterdir()] == ["manifest.json"]
 
 
+def test_a_file_written_atomically_is_the_old_one_or_the_whole_new_one_and_leaves_no_temp(tmp_path):
+    """A Ctrl-C (KeyboardInterrupt) mid-write keeps the old bytes and removes the temporary file, which
+    a later reader globbing `*.json` would otherwise pick up (CI saw one left by a benchmark case)."""
+    path = tmp_path / "case.json"
+    path.write_bytes(OLD)
+    with pytest.raises(KeyboardInterrupt):
+        with outputs.written(path) as tmp:
+            tmp.write_text('{"half": ')
+            raise KeyboardInterrupt
+    assert path.read_bytes() == OLD and [p.name for p in tmp_path.iterdir()] == ["case.json"]
+    outputs.write_atomic(path, "{}\n")
+    assert path.read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["case.json"]
+    assert outputs.is_temporary(tmp) and not outputs.is_temporary(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # Every command that writes a folder
 

@@ -8,14 +8,18 @@ A command writes into a new or empty folder, or continues its own leftovers ther
 of an interrupted run, a run's checkpoints with --resume). Anything else is refused in one line naming
 --overwrite; with it, the new output is built in the sibling staging folder and swapped in only once
 complete, so a Ctrl-C (or a crash) before `swap_in` leaves the old output as it was.
+
+One file is written the same way: `write_atomic(path, data)`, or `with written(path) as tmp:` for a
+library that writes the file itself (a figure, a model, an image). Readers skip `.tmp-*` names.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from wantofight.interrupts import ctrl_c_held
 
@@ -92,3 +96,34 @@ def remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+TMP_PREFIX = ".tmp-"
+
+
+def is_temporary(path: Path) -> bool:
+    """A file or folder being written (`.tmp-*`): never read as a result."""
+    return Path(path).name.startswith(TMP_PREFIX)
+
+
+@contextmanager
+def written(path: Path) -> Iterator[Path]:
+    """A temporary name beside `path` to write; renamed to `path` when the block ends, removed when it
+    raises (a Ctrl-C included), so `path` is the old file or the whole new one and nothing is left over."""
+    path = Path(path)
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write text or bytes to `path` through `written`."""
+    with written(path) as tmp:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data)
