@@ -135,10 +135,13 @@ def test_two_checkpoints_whose_folders_share_a_name_keep_rows_of_their_own(tmp_p
 
 def test_x_error_per_single_action_move_is_a_mean_over_its_cases():
     walks = [{**case(f"w{i}", "single-action", 1.0, x_error=e), "label": "walk_forward"} for i, e in enumerate((4.0, 8.0))]
-    punch = {**case("p", "single-action", 1.0, x_error=1.0), "label": "light_punch"}
+    walks[1]["x_error"] = [[12.0] * 16, [4.0] * 16]  # P1 acts: 12 px off, the one standing still 4
+    punch = {**case("p", "single-action", 1.0, x_error=1.0), "label": "light_punch", "actor": 2}
+    punch["x_error"] = [[0.0] * 16, [2.0] * 16]
     still = case("s", "static", 1.0, x_error=50.0)  # not a single action: in no row of the table
     summary = summarize(variant("emulator"), [*walks, punch, still])
     assert summary["single_action_x_error"] == {"light_punch": 1.0, "walk_forward": 6.0}
+    assert summary["single_action_actor_x_error"] == {"light_punch": 2.0, "walk_forward": 8.0}  # P2's, P1's
 
 
 def truth_of(x: np.ndarray, y: np.ndarray) -> Truth:
