@@ -100,6 +100,10 @@ def probe_eval(
 # wtf benchmark
 # ---------------------------------------------------------------------------------------------
 
+ALL_TABLES_OPTION = typer.Option(False, "--all-tables", help="Print every table of the page (per chunk, per scenario, "
+                                  "per action), not only the gains and action following.")
+
+
 @bench_app.command("build")
 def bench_build(
     runs: List[Path] = typer.Argument(..., help="Held-out recording runs (not used to train the model) to mine."),
@@ -174,6 +178,7 @@ def bench_run(
     lpips_backbone: Optional[Path] = typer.Option(None, "--lpips-backbone", help="torchvision's alexnet-owt-7be5be79.pth for LPIPS."),
     device: str = DEVICE_OPTION,
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (cases already scored are kept)."),
+    all_tables: bool = ALL_TABLES_OPTION,
     overwrite: bool = OVERWRITE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress."),
 ) -> None:
@@ -207,18 +212,19 @@ def bench_run(
                 "same command to finish")
     except errors() as err:
         fail(str(err))
-    console.print(text_tables(result["report"]), highlight=False)
+    console.print(text_tables(result["report"], every=all_tables), highlight=False)
     wrote(out, "report.json and index.html (open it in a browser)")
 
 
 @bench_app.command("report")
-def bench_report(out: Path = typer.Argument(..., help="Report folder of `wtf benchmark run`.")) -> None:
+def bench_report(out: Path = typer.Argument(..., help="Report folder of `wtf benchmark run`."),
+                 all_tables: bool = ALL_TABLES_OPTION) -> None:
     """Rewrite report.json and index.html from the cases scored in a report folder."""
     from wantofight.benchmark.report import text_tables, write_report
 
     if not (out / "run.json").is_file():
         fail(f"{out} is not a benchmark report folder (no run.json; make one with `wtf benchmark run`)")
-    console.print(text_tables(write_report(out)), highlight=False)
+    console.print(text_tables(write_report(out), every=all_tables), highlight=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -416,10 +416,15 @@ def padded(values: list) -> list:
     return (list(values) + [None] * TABLE_CHUNKS)[:TABLE_CHUNKS]
 
 
-def text_tables(report: dict) -> str:
+TERMINAL_TABLES = 3
+"""Tables the terminal prints after a run (the gains and action following); the page has every one."""
+
+
+def text_tables(report: dict, every: bool = False) -> str:
+    """The report's warnings and its first TERMINAL_TABLES tables (`every`: all of the page's) as text."""
     out = [f"! {n}" for n in ([report["smoke_test"]] if report.get("smoke_test") else []) + report.get("warnings", [])]
     out += [""] if out else []
-    for title, header, rows in tables(report)[:3]:
+    for title, header, rows in tables(report)[:None if every else TERMINAL_TABLES]:
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         out.append(title)
         for row in [header, *rows]:

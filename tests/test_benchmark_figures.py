@@ -264,3 +264,17 @@ def test_probe_training_ends_saying_whether_the_targets_were_met_and_how_many_fr
     assert "about 49,000 more" in missed  # error 12% -> 5%: (12 / 5)^2 = 5.76 x the frames
     assert verdict(report(0.97)).startswith("held-out accuracy: every target met")
     assert "not measured" in verdict({"train_frames": 10, "held_out": None})
+
+
+def test_benchmark_report_prints_the_first_tables_and_every_one_with_all_tables(tmp_path):
+    from typer.testing import CliRunner
+
+    from wantofight.cli import app
+
+    walk = {**case("w", "single-action", 1.0, x_error=3.0), "label": "walk_forward"}
+    out = report_folder(tmp_path, [(variant("emulator"), [walk]), (variant("first-frame"), [walk])], True, 20)
+    short = CliRunner().invoke(app, ["benchmark", "report", str(out)])
+    every = CliRunner().invoke(app, ["benchmark", "report", str(out), "--all-tables"])
+    assert short.exit_code == 0 and every.exit_code == 0, (short.output, every.output)
+    assert "Action following" in short.output and "x error per action" not in short.output
+    assert "Single-action x error per action" in every.output and "walk_forward" in every.output
