@@ -31,6 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recipe  # noqa: E402
 
+from wantofight.outputs import write_atomic, written  # noqa: E402
+
 ROOT = recipe.ROOT
 SIZE = "128x128"
 FRAMES = 33
@@ -236,9 +238,7 @@ def main() -> None:
 
     table = results(json.loads((report / "report.json").read_text()), runs, vae, steps, args, seconds)
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.results.with_name(f".tmp-{args.results.name}")
-    tmp.write_text(table)
-    os.replace(tmp, args.results)
+    write_atomic(args.results, table)
     print(table)
     if args.ship:
         ship(runs[SHIP_STAGE], table, args.runs / BEFORE)
@@ -253,9 +253,7 @@ def spent(path: Path, seconds: dict[str, float]) -> dict[str, float]:
     out["benchmark"] = before.get("benchmark", 0.0) + seconds.get("benchmark", 0.0)
     out.pop("total", None)
     out["total"] = sum(out.values())
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(out, indent=1) + "\n")
     return out
 
 
@@ -590,9 +588,8 @@ def contact_sheet(report_dir: Path, variant: str, out: Path, scenario: str = "du
     sheet = np.concatenate(picks, axis=0)
     if sheet.shape[1] > width:  # a README picture: at most `width` pixels wide
         sheet = cv2.resize(sheet, (width, round(sheet.shape[0] * width / sheet.shape[1])), interpolation=cv2.INTER_NEAREST)
-    tmp = out.with_name(f".tmp-{out.name}")
-    cv2.imwrite(str(tmp), sheet, [cv2.IMWRITE_PNG_COMPRESSION, 9])
-    os.replace(tmp, out)
+    with written(out) as tmp:
+        cv2.imwrite(str(tmp), sheet, [cv2.IMWRITE_PNG_COMPRESSION, 9])
     return out
 
 

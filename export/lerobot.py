@@ -29,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from wantofight.outputs import write_atomic, written
 from wantofight.export.sources import (STATE_NAMES, ExportError, SourceEpisode, dataset_shards, parse_tiers,
                                        read_dataset_clips, read_manifest, read_run_episode, run_episode_paths,
                                        source_kind)
+from wantofight.outputs import write_atomic, written
 
 CODEBASE_VERSION = "v3.0"
 """The LeRobotDataset format version written (LeRobot 0.4 reads it; docs/export.md says which were checked)."""
