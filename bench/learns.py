@@ -6,6 +6,9 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
     python bench/learns.py                                   # the whole recipe, defaults below
     python bench/learns.py --vae runs/learns/vae             # reuse a trained game VAE (skips that step)
     python bench/learns.py --scale 0.25 --max-cases 1        # a shorter run: every step count x 0.25
+    python bench/learns.py --vae runs/vae-frame4x --runs runs/learns-frame4x --data data/learns-frame4x \
+        --set model.vae.kind=frame --set model.vae.base_dim=32 --set "model.vae.dim_mult=[1, 2, 2]" \
+        --set "model.patch_size=[1, 4, 4]"                  # the DiT on a per-frame 4x autoencoder's latents
     python bench/learns.py --ship                            # also export SHIP_STAGE to inference/shipped/duel-tiny
                                                              # and its contact sheet to docs/duel-tiny-sheet.png
 
@@ -104,9 +107,11 @@ VAE_CRITIC_SETS = ["--set", "vae.adv_weight=0.5", "--set", "vae.adv_start=50"]
 (docs/model.md, "An adversarial critic"); the shipped duel-tiny's VAE had 700 such steps (300 + 400)."""
 
 
-def model_sets(vae: Path) -> list[str]:
+def model_sets(vae: Path, more: list[str] = ()) -> list[str]:
+    """The settings of every model stage; `more` (this script's --set KEY=VALUE) after the recipe's model settings."""
     return ["--set", f"model.vae.pretrained={vae}", "--set", "model.height=128", "--set", "model.width=128",
-            *DIT_SETS, "--set", f"data.frames={FRAMES}", "--set", f"seed={SEED}"]
+            *DIT_SETS, "--set", f"data.frames={FRAMES}", "--set", f"seed={SEED}",
+            *(arg for kv in more for arg in ("--set", kv))]
 
 
 def trained(run: Path, steps: int) -> bool:
@@ -128,6 +133,9 @@ def main() -> None:
                         "player and action for single-action): 20, so that an interval over them can exclude chance")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "learns.md")
     parser.add_argument("--ship", action="store_true", help=f"export {SHIP_STAGE} to inference/shipped/duel-tiny")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of stages 1-3 (repeatable), e.g. the per-frame VAE's model.vae fields and "
+                        "model.patch_size with --vae")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     # bf16 convolutions on AMX abort with heap corruption in torch 2.14.1's oneDNN (docs/model.md, "Known limits")
@@ -187,7 +195,7 @@ def main() -> None:
 
     # 5. stage 1 with the curriculum and without it; stage 2; stage 3
     runs = {name: args.runs / name for name in ("stage1", "stage1-no-curriculum", "stage2", "stage3")}
-    common = [*model_sets(vae), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
+    common = [*model_sets(vae, args.sets), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
               "--set", f"fighter_weight={FIGHTER_WEIGHT}", "--set", "validation.every=100000",
               "--set", "validation.batches=16"]  # validated once, at the last step, on 21 val windows per tier
     for name, phases in (("stage1", curriculum(steps["stage1"])), ("stage1-no-curriculum", NO_CURRICULUM)):
@@ -205,7 +213,7 @@ def main() -> None:
         resume = ["--resume"] if (runs["stage3"] / "checkpoints" / "latest").is_file() else []
         seconds["stage3"] = wtf("train", "stage3", "--teacher", str(runs["stage2"]), "--preset", "tiny", "--data",
                                 str(latents), "--out", str(runs["stage3"]), "--steps", str(steps["stage3"]),
-                                *resume, *model_sets(vae), "--set", "data.batch_size=1",
+                                *resume, *model_sets(vae, args.sets), "--set", "data.batch_size=1",
                                 "--set", "validation.every=100000", log=log)
 
     # 6. the benchmark: every stage with real keys, the stage-3 student also with zero and swapped keys
