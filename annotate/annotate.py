@@ -20,12 +20,12 @@ from wantofight.annotate import events as ev
 from wantofight.annotate import labels as lb
 from wantofight.annotate.episode import Episode, EpisodeError, episode_dirs, load_episode
 from wantofight.annotate.rules import rules_for
+from wantofight.outputs import TMP_PREFIX
 
 ANNOTATION_VERSION = 1
 ANNOTATIONS_FILE = "annotations.parquet"
 EVENTS_FILE = "events.parquet"
 META_FILE = "annotation.json"
-TMP_PREFIX = ".tmp-"
 STATE_NAMES = ("p1_state", "p2_state")
 
 

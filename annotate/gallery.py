@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from wantofight.images import png_bytes
-from wantofight.outputs import write_atomic as atomic_write
 from wantofight.annotate.inspect_clip import clip_view, read_clip, shard_files, write_mp4
+from wantofight.images import png_bytes
+from wantofight.outputs import write_atomic
 
 WEB_DIR = Path(__file__).parent / "web"
 WEB_FILES = ("index.html", "clip.html", "gallery.js", "gallery.css")
@@ -116,7 +116,7 @@ def write_row_media(row: dict, out: Path, scale: int = 1) -> None:
     hud = view.render(scale)
     video, poster, detail = (out / p for p in media_paths(clip_id))
     write_mp4(video, [hud], view.fps)
-    atomic_write(poster, png_bytes(hud[len(hud) // 2]))
+    write_atomic(poster, png_bytes(hud[len(hud) // 2]))
     write_js(detail, "WTF_CLIP", clip_detail(row))
 
 
@@ -132,7 +132,7 @@ def clip_detail(row: dict) -> dict:
 
 def write_js(path: Path, name: str, value) -> None:
     text = f"window.{name} = {json.dumps(value, separators=(',', ':'), default=_json_default)};\n"
-    atomic_write(path, text.encode())
+    write_atomic(path, text.encode())
 
 
 def _json_default(value):
@@ -173,7 +173,7 @@ def read_flags(path: Path) -> dict[str, str]:
 
 
 def write_flags(path: Path, flags: dict[str, str]) -> None:
-    atomic_write(Path(path), (json.dumps(exclude_document(flags), indent=2) + "\n").encode())
+    write_atomic(Path(path), (json.dumps(exclude_document(flags), indent=2) + "\n").encode())
 
 
 # ---------------------------------------------------------------------------------------------

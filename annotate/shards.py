@@ -22,12 +22,12 @@ import pyarrow.parquet as pq
 from wantofight.annotate.clips import ClipPlan
 from wantofight.annotate.events import EVENT_SCHEMA
 from wantofight.annotate.video import ClipEncoder
+from wantofight.outputs import TMP_PREFIX
 from wantofight.video import iter_frames
 
 SCHEMA_VERSION = 1
 ROW_GROUP_ROWS = 8
 """Clips per Parquet row group: a reader (or the merge) holds at most this many videos at once."""
-TMP_PREFIX = ".tmp-"
 
 
 def shard_schema(ram_names: list[str]) -> pa.Schema:

@@ -27,7 +27,7 @@ import numpy as np
 from wantofight.benchmark import intervals as ci
 from wantofight.benchmark.scenarios import FAMILIES, IDENTITY, SCENARIOS, MineOptions
 from wantofight.benchmark.scoring import CHUNK_ROWS, per_chunk
-from wantofight.outputs import is_temporary, written
+from wantofight.outputs import is_temporary, write_atomic, written
 
 CURVE_MIN_CASES = 3
 """A point of a curve over time is drawn only where at least this many cases reach that row."""
@@ -306,8 +306,6 @@ def ratios(summaries: list[dict]) -> dict:
 
 def write_report(out: Path, lpips_backend: str | None = None) -> dict:
     """Summarize REPORT_DIR into report.json, plots/ and index.html; returns the report."""
-    from wantofight.outputs import write_atomic as atomic_write
-
     run = json.loads((out / "run.json").read_text())
     variants = read_variants(out)
     summaries = [summarize(info, cases) for info, cases in variants]
@@ -316,15 +314,15 @@ def write_report(out: Path, lpips_backend: str | None = None) -> dict:
               "follow_vs_emulator": ratios(summaries)}
     if lpips_backend:
         run["lpips"] = lpips_backend
-        atomic_write(out / "run.json", json.dumps(run, indent=1) + "\n")
+        write_atomic(out / "run.json", json.dumps(run, indent=1) + "\n")
     suite_meta = json.loads((Path(run["suite"]) / "suite.json").read_text()) if Path(run["suite"], "suite.json").is_file() \
         else {}
     report["suite_scenarios"] = suite_meta.get("scenarios")
     report["smoke_test"] = smoke_test(suite_meta)
     report["warnings"] = warnings(report)
     plots = write_plots(out, summaries)
-    atomic_write(out / "report.json", json.dumps(report, indent=1) + "\n")
-    atomic_write(out / "index.html", render_html(report, plots))
+    write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
+    write_atomic(out / "index.html", render_html(report, plots))
     return report
 
 

@@ -40,7 +40,7 @@ from wantofight.benchmark.labels import STATE_CLASSES
 from wantofight.benchmark.probe import Probe, ProbeError, probe_digest, to_probe_pixels
 from wantofight.benchmark.scenarios import SCENARIOS
 from wantofight.benchmark.suite import Case, Suite
-from wantofight.outputs import write_atomic as atomic_write
+from wantofight.outputs import write_atomic
 
 MODELS = ("checkpoint", "emulator", "first-frame", "last-frame", "vae")
 CHUNK_ROWS = 8
@@ -462,7 +462,7 @@ def prepare_report_dir(out: Path, suite: Suite, probe_dir: Path) -> dict:
                 raise BenchmarkError(f"{out} holds results for another {key.split('_')[0]} ({old.get(key.split('_')[0])}, "
                                      f"{key} {old.get(key)}); add --overwrite to replace them, or choose another --out")
         return old
-    atomic_write(path, json.dumps(ident, indent=1) + "\n")
+    write_atomic(path, json.dumps(ident, indent=1) + "\n")
     return ident
 
 
@@ -499,7 +499,7 @@ def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, load
                 raise BenchmarkError(f"{out} holds results of {variant.name} with other {what} ({before.get(key)}, "
                                      f"now {info[key]}); choose another --out, or delete {vdir} to score these")
     cases_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(vdir / "variant.json", json.dumps(info, indent=1) + "\n")
+    write_atomic(vdir / "variant.json", json.dumps(info, indent=1) + "\n")
     produce = Producer(variant, size, loaded)
     seen: dict[str, int] = {}
     scored = skipped = 0
@@ -524,7 +524,7 @@ def run_variant(suite: Suite, probe: Probe, variant: Variant, out: Path, *, load
         result["chunk_seconds"] = produce.seconds
         if video is not None:
             result["video"] = f"variants/{variant.slug}/videos/{case.case_id}.mp4"
-        atomic_write(path, json.dumps(result) + "\n")
+        write_atomic(path, json.dumps(result) + "\n")
         scored += 1
         if on_case is not None:
             on_case(variant, case, result)

@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from wantofight.outputs import TMP_PREFIX
+
 FORMAT_VERSION = 1
-TMP_PREFIX = ".tmp-"
 
 
 def ram_column_type(values: list[int]) -> pa.DataType:

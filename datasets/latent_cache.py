@@ -28,6 +28,7 @@ from wantofight.datasets.clip_dataset import SPLITS, TIERS, ClipDataset, Dataset
 from wantofight.datasets.encoders import encode_batch, load_clip, load_vae
 from wantofight.devices import resolve_device
 from wantofight.interrupts import workers_ignore_ctrl_c
+from wantofight.outputs import TMP_PREFIX
 from wantofight.progress import Progress
 
 FORMAT = "wantofight-latents"
@@ -37,7 +38,6 @@ frame of the window, showing the model where the fighters would be later (docs/d
 ROWS_PER_GROUP = 8
 UNIT_WINDOWS = 16
 """Windows per unit of work (rounded to whole batches): a Ray actor's task, a part file."""
-TMP_PREFIX = ".tmp-"
 
 
 def latent_schema() -> pa.Schema:
