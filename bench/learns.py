@@ -9,6 +9,8 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
     python bench/learns.py --vae runs/vae-frame4x --runs runs/learns-frame4x --data data/learns-frame4x \
         --set model.vae.kind=frame --set model.vae.base_dim=32 --set "model.vae.dim_mult=[1, 2, 2]" \
         --set "model.patch_size=[1, 4, 4]"                  # the DiT on a per-frame 4x autoencoder's latents
+    python bench/learns.py ... --frames 17 --set model.context_chunks=1 \
+        --stages stage1,stage2 --no-benchmark               # a shorter DiT window; train only, score later
     python bench/learns.py --ship                            # also export SHIP_STAGE to inference/shipped/duel-tiny
                                                              # and its contact sheet to docs/duel-tiny-sheet.png
 
@@ -55,6 +57,9 @@ with three times the extra fighter pixels, while keeping both fighters findable 
 BEFORE = "duel-tiny-before"
 """The model shipped before this run, copied into --runs and scored beside the run's stages; `--ship` replaces the
 shipped one only while this copy of it is kept."""
+STAGES = ("stage1", "stage1-no-curriculum", "stage2", "stage3")
+"""What the recipe trains after the VAE, in order; --stages picks some (a stage needs the one it starts from)."""
+NEEDS = {"stage2": "stage1", "stage3": "stage2"}
 CANDIDATES = ("stage2", "stage3")
 """The stages scored on everything (the 60-s sessions, `--keys zero`, teacher-forced) so that either can be shipped."""
 
@@ -107,11 +112,23 @@ VAE_CRITIC_SETS = ["--set", "vae.adv_weight=0.5", "--set", "vae.adv_start=50"]
 (docs/model.md, "An adversarial critic"); the shipped duel-tiny's VAE had 700 such steps (300 + 400)."""
 
 
-def model_sets(vae: Path, more: list[str] = ()) -> list[str]:
-    """The settings of every model stage; `more` (this script's --set KEY=VALUE) after the recipe's model settings."""
+def model_sets(vae: Path, frames: int) -> list[str]:
+    """The settings of every model stage: the VAE, the picture, the DiT, its window and the seed."""
     return ["--set", f"model.vae.pretrained={vae}", "--set", "model.height=128", "--set", "model.width=128",
-            *DIT_SETS, "--set", f"data.frames={FRAMES}", "--set", f"seed={SEED}",
-            *(arg for kv in more for arg in ("--set", kv))]
+            *DIT_SETS, "--set", f"data.frames={frames}", "--set", f"seed={SEED}"]
+
+
+def stages(text: str) -> tuple[str, ...]:
+    """--stages as a tuple in the recipe's order; a one-line error for an unknown stage or one without its start."""
+    picked = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in picked if s not in STAGES]
+    if unknown or not picked:
+        raise SystemExit(f"--stages {text!r}: unknown stage {unknown[0] if unknown else '(none)'}; "
+                         f"valid: {', '.join(STAGES)} (comma-separated)")
+    for stage in picked:
+        if NEEDS.get(stage) and NEEDS[stage] not in picked:
+            raise SystemExit(f"--stages {text!r}: {stage} starts from {NEEDS[stage]}; add it")
+    return tuple(s for s in STAGES if s in picked)
 
 
 def trained(run: Path, steps: int) -> bool:
@@ -134,9 +151,17 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "learns.md")
     parser.add_argument("--ship", action="store_true", help=f"export {SHIP_STAGE} to inference/shipped/duel-tiny")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting of stages 1-3 (repeatable), e.g. the per-frame VAE's model.vae fields and "
-                        "model.patch_size with --vae")
+                        help="a setting of stages 1-3 (repeatable, after the recipe's own, so it wins), e.g. the "
+                        "per-frame VAE's model.vae fields and model.patch_size with --vae")
+    parser.add_argument("--frames", type=int, default=FRAMES, help="the DiT's training window in frames (the latents "
+                        "are encoded at it; 1 + a whole number of chunks); the curriculum and the VAE keep 33")
+    parser.add_argument("--stages", type=stages, default=STAGES, help=f"stages to train and score, comma-separated "
+                        f"(default all: {','.join(STAGES)})")
+    parser.add_argument("--no-benchmark", action="store_true", help="stop after training (score later with the "
+                        "same command without it)")
     args = parser.parse_args()
+    if args.ship and SHIP_STAGE not in args.stages:
+        raise SystemExit(f"--ship exports {SHIP_STAGE}, which --stages leaves out")
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     # bf16 convolutions on AMX abort with heap corruption in torch 2.14.1's oneDNN (docs/model.md, "Known limits")
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
@@ -144,16 +169,15 @@ def main() -> None:
     log = args.runs / "recipe.log"
     steps = {k: scaled(v, args.scale) for k, v in STEPS.items()}
     seconds: dict[str, float] = {}
-    t_start = time.perf_counter()
 
     # 1. recordings (drills, key-file scenarios, scripted matches; probe and held-out seeds apart)
     t0 = time.perf_counter()
     recipe.ensure(ROOT / "data" / "bench")
     seconds["record"] = time.perf_counter() - t0
-    if not (args.probe / "probe.json").is_file():
-        raise SystemExit(f"no probe at {args.probe}: run python bench/probe.py first")
+    if not args.no_benchmark and not (args.probe / "probe.json").is_file():
+        raise SystemExit(f"no probe at {args.probe}: run python bench/probe.py first (or pass --no-benchmark)")
     suite = ROOT / "data" / "bench" / "suite"
-    if not (suite / "suite.json").is_file():
+    if not args.no_benchmark and not (suite / "suite.json").is_file():
         seconds["suite"] = wtf("benchmark", "build", *map(str, recipe.runs(ROOT / "data" / "bench", "heldout")),
                                "--out", str(suite), log=log)
 
@@ -191,30 +215,35 @@ def main() -> None:
     # 4. latents
     if not (latents / "manifest.json").is_file():
         seconds["encode"] = wtf("encode", str(ds), "--out", str(latents), "--vae", str(vae), "--clip", "tiny",
-                                "--frames", str(FRAMES), "--size", SIZE, "--workers", "1", log=log)
+                                "--frames", str(args.frames), "--size", SIZE, "--workers", "1", log=log)
 
     # 5. stage 1 with the curriculum and without it; stage 2; stage 3
-    runs = {name: args.runs / name for name in ("stage1", "stage1-no-curriculum", "stage2", "stage3")}
-    common = [*model_sets(vae, args.sets), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
+    runs = {name: args.runs / name for name in args.stages}
+    more = [arg for kv in args.sets for arg in ("--set", kv)]
+    common = [*model_sets(vae, args.frames), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
               "--set", f"fighter_weight={FIGHTER_WEIGHT}", "--set", "validation.every=100000",
-              "--set", "validation.batches=16"]  # validated once, at the last step, on 21 val windows per tier
+              "--set", "validation.batches=16", *more]  # validated once, at the last step, on 21 val windows per tier
     for name, phases in (("stage1", curriculum(steps["stage1"])), ("stage1-no-curriculum", NO_CURRICULUM)):
-        if not trained(runs[name], steps["stage1"]):
+        if name in runs and not trained(runs[name], steps["stage1"]):
             resume = ["--resume"] if (runs[name] / "checkpoints" / "latest").is_file() else []
             seconds[name] = wtf("train", "stage1", "--preset", "tiny", "--data", str(latents), "--out",
                                 str(runs[name]), "--steps", str(steps["stage1"]), *resume, *common,
                                 "--set", f"data.curriculum={phases}", log=log)
-    if not trained(runs["stage2"], steps["stage2"]):
+    if "stage2" in runs and not trained(runs["stage2"], steps["stage2"]):
         start = (["--resume"] if (runs["stage2"] / "checkpoints" / "latest").is_file()
                  else ["--init-from", str(runs["stage1"])])
         seconds["stage2"] = wtf("train", "stage2", "--preset", "tiny", "--data", str(latents), "--out",
                                 str(runs["stage2"]), "--steps", str(steps["stage2"]), *start, *common, log=log)
-    if not trained(runs["stage3"], steps["stage3"]):
+    if "stage3" in runs and not trained(runs["stage3"], steps["stage3"]):
         resume = ["--resume"] if (runs["stage3"] / "checkpoints" / "latest").is_file() else []
         seconds["stage3"] = wtf("train", "stage3", "--teacher", str(runs["stage2"]), "--preset", "tiny", "--data",
                                 str(latents), "--out", str(runs["stage3"]), "--steps", str(steps["stage3"]),
-                                *resume, *model_sets(vae, args.sets), "--set", "data.batch_size=1",
-                                "--set", "validation.every=100000", log=log)
+                                *resume, *model_sets(vae, args.frames), "--set", "data.batch_size=1",
+                                "--set", "validation.every=100000", *more, log=log)
+    if args.no_benchmark:
+        spent(args.runs / "seconds.json", seconds)
+        print(f"trained {', '.join(runs)} in {args.runs}; run the same command without --no-benchmark to score them")
+        return
 
     # 6. the benchmark: every stage with real keys, the stage-3 student also with zero and swapped keys
     report = args.runs / "report"
@@ -231,11 +260,12 @@ def main() -> None:
         "--videos", "1", "--resume", log=log)
     # the candidates for shipping also teacher-forced on the short cases (each chunk from the recorded context): their
     # one-chunk error; the student also with swapped keys (the identity targets)
+    candidates = [n for n in CANDIDATES if n in runs]
     for name, keys, scenarios, extra in [*((n, "real", short, []) for n in runs if n not in CANDIDATES),
-                                         *((n, "real", ",".join(SCENARIO_ORDER), []) for n in CANDIDATES),
+                                         *((n, "real", ",".join(SCENARIO_ORDER), []) for n in candidates),
                                          *((n, "zero" if n != "stage3" else "zero,swap-players", short, [])
-                                           for n in CANDIDATES),
-                                         *((n, "real", short, ["--teacher-forced"]) for n in CANDIDATES),
+                                           for n in candidates),
+                                         *((n, "real", short, ["--teacher-forced"]) for n in candidates),
                                          *(((BEFORE, "real", short, ["--teacher-forced"]),
                                             (BEFORE, "real", "long", [])) if before else ())]:
         wtf("benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(report), "--checkpoint",
@@ -293,10 +323,13 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
     out = ["# bench/results/learns.md: the CPU recipe, scored by `wtf benchmark`", "",
            f"Written by `python bench/learns.py --scale {args.scale} --max-cases {args.max_cases}"
            f"{' --vae ' + str(args.vae) if args.vae else ''}{' --vae-base ' + str(args.vae_base) if args.vae_base else ''}"
+           f"{' --frames ' + str(args.frames) if args.frames != FRAMES else ''}"
+           f"{''.join(' --set ' + shlex.quote(kv) for kv in args.sets)}"
+           f"{' --stages ' + ','.join(args.stages) if args.stages != STAGES else ''}"
            f"` at commit {commit()}; seeds: recordings as "
            f"bench/recipe.py (probe 1-3, held-out 100-102), curriculum split and training {SEED}, benchmark "
            "noise per case (benchmark/run.py).", "",
-           f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x {FRAMES} frames, 128x128, DiT width "
+           f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x {args.frames} frames, 128x128, DiT width "
            f"{DIT_WIDTH}, RoPE base {ROPE_THETA:g}, fighter_weight {FIGHTER_WEIGHT}), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} generator "
            "steps. "
            f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action), "
