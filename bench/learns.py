@@ -6,11 +6,12 @@ without it -> stage 2 -> stage 3 -> `wtf benchmark run` (real keys, `--keys zero
     python bench/learns.py                                   # the whole recipe, defaults below
     python bench/learns.py --vae runs/learns/vae             # reuse a trained game VAE (skips that step)
     python bench/learns.py --scale 0.25 --max-cases 1        # a shorter run: every step count x 0.25
-    python bench/learns.py --vae runs/vae-frame4x --runs runs/learns-frame4x --data data/learns-frame4x \
-        --set model.vae.kind=frame --set model.vae.base_dim=32 --set "model.vae.dim_mult=[1, 2, 2]" \
-        --set "model.patch_size=[1, 4, 4]"                  # the DiT on a per-frame 4x autoencoder's latents
-    python bench/learns.py ... --frames 17 --set model.context_chunks=1 \
-        --stages stage1,stage2 --no-benchmark               # a shorter DiT window; train only, score later
+    python bench/learns.py --vae bench/assets/vae-frame4x --runs runs/learns-frame4x --data data/learns-frame4x \
+        --frames 17 --set model.context_chunks=1 --set model.vae.kind=frame --set model.vae.base_dim=32 \
+        --set "model.vae.dim_mult=[1, 2, 2]" --set "model.patch_size=[1, 4, 4]" \
+        --stages stage1,stage2                               # the DiT on the per-frame 4x autoencoder's latents
+                                                             # (bench/assets), 17-frame windows, one context chunk
+    python bench/learns.py ... --no-benchmark                # train only; the same command without it scores
     python bench/learns.py --ship                            # also export SHIP_STAGE to inference/shipped/duel-tiny
                                                              # and its contact sheet to docs/duel-tiny-sheet.png
 
@@ -157,6 +158,8 @@ def main() -> None:
                         "are encoded at it; 1 + a whole number of chunks); the curriculum and the VAE keep 33")
     parser.add_argument("--stages", type=stages, default=STAGES, help=f"stages to train and score, comma-separated "
                         f"(default all: {','.join(STAGES)})")
+    parser.add_argument("--stage1", type=Path, help="a trained stage 1 (a run, or a folder exported from one, e.g. "
+                        "bench/assets/stage1-frame4x) to start stage 2 from and score, instead of training one")
     parser.add_argument("--no-benchmark", action="store_true", help="stop after training (score later with the "
                         "same command without it)")
     args = parser.parse_args()
@@ -219,12 +222,17 @@ def main() -> None:
 
     # 5. stage 1 with the curriculum and without it; stage 2; stage 3
     runs = {name: args.runs / name for name in args.stages}
+    if args.stage1 is not None:
+        if not (args.stage1 / "config.json").is_file() and not (args.stage1 / "checkpoints" / "latest").is_file():
+            raise SystemExit(f"--stage1 {args.stage1}: not a trained run or an exported model folder (no "
+                             "checkpoints/latest, no config.json)")
+        runs["stage1"] = args.stage1.resolve()
     more = [arg for kv in args.sets for arg in ("--set", kv)]
     common = [*model_sets(vae, args.frames), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
               "--set", f"fighter_weight={FIGHTER_WEIGHT}", "--set", "validation.every=100000",
               "--set", "validation.batches=16", *more]  # validated once, at the last step, on 21 val windows per tier
     for name, phases in (("stage1", curriculum(steps["stage1"])), ("stage1-no-curriculum", NO_CURRICULUM)):
-        if name in runs and not trained(runs[name], steps["stage1"]):
+        if name in runs and not (name == "stage1" and args.stage1) and not trained(runs[name], steps["stage1"]):
             resume = ["--resume"] if (runs[name] / "checkpoints" / "latest").is_file() else []
             seconds[name] = wtf("train", "stage1", "--preset", "tiny", "--data", str(latents), "--out",
                                 str(runs[name]), "--steps", str(steps["stage1"]), *resume, *common,
@@ -324,6 +332,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
            f"Written by `python bench/learns.py --scale {args.scale} --max-cases {args.max_cases}"
            f"{' --vae ' + str(args.vae) if args.vae else ''}{' --vae-base ' + str(args.vae_base) if args.vae_base else ''}"
            f"{' --frames ' + str(args.frames) if args.frames != FRAMES else ''}"
+           f"{' --stage1 ' + str(args.stage1) if args.stage1 else ''}"
            f"{''.join(' --set ' + shlex.quote(kv) for kv in args.sets)}"
            f"{' --stages ' + ','.join(args.stages) if args.stages != STAGES else ''}"
            f"` at commit {commit()}; seeds: recordings as "
