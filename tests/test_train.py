@@ -226,6 +226,21 @@ def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_pat
     assert model_differences(named("runs/vae"), named(str(tmp_path / "runs" / "vae")).copy()) == []
     assert model_differences(named("runs/other"), named("runs/vae")) == [f"vae={named('runs/other')['vae']!r}"]
     assert model_differences({**named("runs/vae"), "dim": 32}, named("runs/vae")) == ["dim=32"]
+    # a copy of the folder's weights (a shipped model's vae/) is the same VAE; other bytes are not
+    (tmp_path / "runs" / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(b"weights")
+    for name, data in (("copy", b"weights"), ("retrained", b"weightz")):
+        (tmp_path / "runs" / name).mkdir()
+        (tmp_path / "runs" / name / "diffusion_pytorch_model.safetensors").write_bytes(data)
+    assert model_differences(named("runs/copy"), named("runs/vae")) == []
+    assert model_differences(named("runs/retrained"), named("runs/vae")) == [f"vae={named('runs/retrained')['vae']!r}"]
+    assert model_differences({**named("runs/copy"), "vae": {**named("runs/copy")["vae"], "base_dim": 8}},
+                             named("runs/vae")) != []  # same weights file, other architecture
+    # the latent cache's check: encoded with runs/vae, trained naming its copy (bench/assets) or not
+    from wantofight.train.data import check_cache_vae
+
+    check_cache_vae(tmp_path / "latents", "runs/vae", str(tmp_path / "runs" / "copy"))
+    with pytest.raises(DataError, match="was encoded with the VAE in runs/vae; model.vae.pretrained is runs/retrained"):
+        check_cache_vae(tmp_path / "latents", "runs/vae", "runs/retrained")
 
 
 def test_a_model_saved_before_the_vae_had_a_kind_is_the_same_model():

@@ -140,27 +140,45 @@ model that differs in them (an old teacher seeds a student with the clean cache 
 def model_differences(saved: dict, mine: dict) -> list[str]:
     """Model-config fields (of `to_dict()`) in which a checkpoint's saved model differs from `mine`, as
     "field=saved value"; `SAMPLING_FIELDS` are not part of the model, a VAE named by a relative and by
-    an absolute path of the same folder is the same VAE, and fields a saved config predates (`LEGACY_FIELDS`;
-    the VAE's `kind`, `norm_groups`) count as the values every such model was made with."""
+    an absolute path of the same folder is the same VAE, and so are two folders holding the same weights (a
+    shipped model's copy of its VAE and the folder it was copied from), and fields a saved config predates
+    (`LEGACY_FIELDS`; the VAE's `kind`, `norm_groups`) count as the values every such model was made with."""
     from dataclasses import asdict
 
     from wantofight_model.config import LEGACY_FIELDS, VAEConfig
 
-    def vae_folder(model: dict):
+    def vae_fields(model: dict):
         vae = dict(model.get("vae") or {})
         if vae:
             try:  # as the model loads it (`ModelConfig.from_dict`); one that cannot load differs as saved
                 vae = json.loads(json.dumps(asdict(VAEConfig.from_dict(vae))))
             except (TypeError, ValueError):
                 pass
-        if vae.get("pretrained"):
-            vae["pretrained"] = str(Path(vae["pretrained"]).resolve())
         return vae
+
+    def same_vae(a: dict, b: dict) -> bool:
+        a, b = vae_fields(a), vae_fields(b)
+        folders = a.pop("pretrained", None), b.pop("pretrained", None)
+        return a == b and (folders[0] == folders[1] or (None not in folders and same_vae_weights(*folders)))
 
     mine = json.loads(json.dumps(mine))  # tuples -> lists, as saved
     saved = {**LEGACY_FIELDS, **saved}  # a field the saved config predates: the value it was made with
     return [f"{k}={saved.get(k)!r}" for k in sorted(mine) if k not in SAMPLING_FIELDS
-            and (vae_folder(saved) != vae_folder(mine) if k == "vae" else saved.get(k) != mine[k])]
+            and (not same_vae(saved, mine) if k == "vae" else saved.get(k) != mine[k])]
+
+
+VAE_WEIGHTS = "diffusion_pytorch_model.safetensors"
+
+
+def same_vae_weights(a: str, b: str) -> bool:
+    """Whether two VAE folders are one folder, or hold byte-identical weights (`VAE_WEIGHTS`)."""
+    import filecmp
+
+    a, b = Path(a).resolve(), Path(b).resolve()
+    if a == b:
+        return True
+    wa, wb = a / VAE_WEIGHTS, b / VAE_WEIGHTS
+    return wa.is_file() and wb.is_file() and filecmp.cmp(wa, wb, shallow=False)
 
 
 def read_torch(path: Path, name: str) -> Any:

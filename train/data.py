@@ -75,14 +75,16 @@ def check_manifest(path: Path, config, model_config) -> None:
 
 
 def check_cache_vae(path: Path, spec: str | None, pretrained: str | None) -> None:
-    """A latent cache trains only a model whose config names the VAE it was encoded with, since the
-    checkpoint's `model.vae` is what `wtf generate` / `wtf eval` decode with."""
+    """A latent cache trains only a model whose config names the VAE it was encoded with (that folder, or one
+    holding the same weights), since the checkpoint's `model.vae` is what `wtf generate` / `wtf eval` decode with."""
+    from wantofight.train.checkpoint import same_vae_weights
+
     if spec in (None, "tiny"):
         if pretrained is not None:
             raise DataError(f"{path} was encoded with the tiny random VAE (`wtf encode --vae tiny`) but "
                             f"model.vae.pretrained is {pretrained}: re-encode with `--vae {pretrained}`")
         return
-    if pretrained is None or Path(pretrained).resolve() != Path(spec).resolve():
+    if pretrained is None or not same_vae_weights(pretrained, spec):
         raise DataError(f"{path} was encoded with the VAE in {spec}; model.vae.pretrained is {pretrained}: pass "
                         f"--set model.vae.pretrained={spec} so validation videos and `wtf generate` decode with it")
 
