@@ -22,7 +22,8 @@ from pathlib import Path
 
 SHIPPED_ROOT = Path(__file__).resolve().parent / "shipped"
 SAMPLING_FILES = ("config.json", "model.safetensors", "ema.safetensors", "reference_encoder.safetensors")
-VAE_FILES = ("config.json", "diffusion_pytorch_model.safetensors", "report.json")
+VAE_WEIGHTS = "diffusion_pytorch_model.safetensors"
+VAE_FILES = ("config.json", VAE_WEIGHTS, "report.json")
 VAE_SUBDIR = "vae"
 
 

@@ -167,12 +167,11 @@ def model_differences(saved: dict, mine: dict) -> list[str]:
             and (not same_vae(saved, mine) if k == "vae" else saved.get(k) != mine[k])]
 
 
-VAE_WEIGHTS = "diffusion_pytorch_model.safetensors"
-
-
 def same_vae_weights(a: str, b: str) -> bool:
-    """Whether two VAE folders are one folder, or hold byte-identical weights (`VAE_WEIGHTS`)."""
+    """Whether two VAE folders are one folder, or hold byte-identical weights (`inference.shipped.VAE_WEIGHTS`)."""
     import filecmp
+
+    from wantofight.inference.shipped import VAE_WEIGHTS
 
     a, b = Path(a).resolve(), Path(b).resolve()
     if a == b:
