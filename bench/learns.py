@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recipe  # noqa: E402
 
 from wantofight.outputs import write_atomic, written  # noqa: E402
+from wantofight.train.stage2 import is_trainer_checkpoint  # noqa: E402
 
 ROOT = recipe.ROOT
 SIZE = "128x128"
@@ -124,11 +125,11 @@ def stages(text: str) -> tuple[str, ...]:
     picked = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in picked if s not in STAGES]
     if unknown or not picked:
-        raise SystemExit(f"--stages {text!r}: unknown stage {unknown[0] if unknown else '(none)'}; "
-                         f"valid: {', '.join(STAGES)} (comma-separated)")
+        raise argparse.ArgumentTypeError(f"unknown stage {unknown[0] if unknown else '(none)'}; "
+                                         f"valid: {', '.join(STAGES)} (comma-separated)")
     for stage in picked:
         if NEEDS.get(stage) and NEEDS[stage] not in picked:
-            raise SystemExit(f"--stages {text!r}: {stage} starts from {NEEDS[stage]}; add it")
+            raise argparse.ArgumentTypeError(f"{stage} starts from {NEEDS[stage]}; add it")
     return tuple(s for s in STAGES if s in picked)
 
 
@@ -165,6 +166,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.ship and SHIP_STAGE not in args.stages:
         raise SystemExit(f"--ship exports {SHIP_STAGE}, which --stages leaves out")
+    if args.stage1 is not None and not is_trainer_checkpoint(args.stage1):
+        raise SystemExit(f"--stage1 {args.stage1}: not a trained run or an exported model folder (no "
+                         "checkpoints/, no config.json)")
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     # bf16 convolutions on AMX abort with heap corruption in torch 2.14.1's oneDNN (docs/model.md, "Known limits")
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
@@ -223,9 +227,6 @@ def main() -> None:
     # 5. stage 1 with the curriculum and without it; stage 2; stage 3
     runs = {name: args.runs / name for name in args.stages}
     if args.stage1 is not None:
-        if not (args.stage1 / "config.json").is_file() and not (args.stage1 / "checkpoints" / "latest").is_file():
-            raise SystemExit(f"--stage1 {args.stage1}: not a trained run or an exported model folder (no "
-                             "checkpoints/latest, no config.json)")
         runs["stage1"] = args.stage1.resolve()
     more = [arg for kv in args.sets for arg in ("--set", kv)]
     common = [*model_sets(vae, args.frames), "--set", "data.batch_size=4", "--set", "optim.lr=1e-3",
