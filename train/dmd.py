@@ -29,7 +29,7 @@ Letters: B batch, C latent channels, F latent frames, h x w latent grid, P playe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -144,7 +144,8 @@ class Rollout:
 def self_forcing_rollout(denoiser: Denoiser, cache: RollingKVCache, config: ModelConfig, prompt: torch.Tensor,
                          keys: torch.Tensor, ref_tokens: torch.Tensor, flow: FlowMatchScheduler, steps: int,
                          generators: Sequence[torch.Generator], *, exit_steps: Sequence[int] | None = None,
-                         sampler: str = "x0_renoise", prompt_sigma: float = 0.0) -> Rollout:
+                         sampler: str = "x0_renoise", prompt_sigma: float = 0.0,
+                         reachable: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Rollout:
     """Generate the chunks after `prompt` with inference's own loop (`rollout_chunks`, same draws in the
     same order per sample), keeping the gradient of each chunk's exit step.
 
@@ -165,5 +166,5 @@ def self_forcing_rollout(denoiser: Denoiser, cache: RollingKVCache, config: Mode
     chunk_keys = (keys[:, T0 + c * L:T0 + (c + 1) * L] for c in range(n_chunks))
     chunks = list(rollout_chunks(CachedContext(denoiser, cache), config, flow, prompt, keys[:, :T0], chunk_keys,
                                  ref_tokens, steps=steps, sampler=sampler, noise=generators,
-                                 prompt_sigma=prompt_sigma, exit_steps=exit_steps))
+                                 prompt_sigma=prompt_sigma, exit_steps=exit_steps, reachable=reachable))
     return Rollout(torch.cat([c.latents for c in chunks], dim=2), exit_steps, [c.forwards for c in chunks])

@@ -180,7 +180,7 @@ class Stage3Trainer(Stage2Trainer):
         with self.autocast():
             return self_forcing_rollout(self.wrapped, cache, m, z[:, :, :1], batch["keys"], batch["ref_tokens"],
                                         self.flow_sampling, self.dmd.student_steps, gens, exit_steps=exits,
-                                        sampler=self.dmd.sampler)
+                                        sampler=self.dmd.sampler, reachable=self.model.dit.reachable)
 
     def phase_generators(self, step: int, phase: int, micro: int, batch_size: int,
                          purpose: str = "rollout") -> list[torch.Generator]:

@@ -405,6 +405,12 @@ class Trainer:
         c = self.config
         self.log(f"[bold]{self.stage}[/] preset={c.preset} source={self.source} parallel={self.parallel} "
                  f"world={self.dist.world_size} device={self.device} bf16={self.bf16}\n{format_config(c)}")
+        m = getattr(self, "model_config", None)
+        if m is not None and m.head_outputs > m.dim:
+            self.log(f"[yellow]note:[/] model.dim={m.dim} is below the {m.head_outputs} values the head gives a token "
+                     f"({m.latent_channels} channels x {m.patch_size[1]}x{m.patch_size[2]} patches): it reaches {m.dim} "
+                     "directions of them and sampling sets the rest to 0 (docs/model.md, \"The head's rank\"); "
+                     f"--set model.dim={m.head_outputs} or smaller patches reach them all")
         self._stop = False
         previous = self._install_signal_handlers()
         last_saved = self.step_count

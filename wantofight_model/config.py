@@ -15,6 +15,8 @@ so a 161-frame training sample is 41 latent frames = chunk 0 + 20 chunks.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -244,6 +246,12 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.dim // self.num_heads
+
+    @property
+    def head_outputs(self) -> int:
+        """Values the head gives each token (latent channels x patch volume); above `dim` it reaches only `dim`
+        directions of them (`WanToFightDiT.reachable`)."""
+        return self.latent_channels * math.prod(self.patch_size)
 
     @property
     def chunk_latent_frames(self) -> int:

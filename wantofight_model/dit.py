@@ -181,7 +181,7 @@ class WanToFightDiT(nn.Module):
         self.time_embedding = nn.Sequential(nn.Linear(c.freq_dim, c.dim), nn.SiLU(), nn.Linear(c.dim, c.dim))
         self.time_projection = nn.Sequential(nn.SiLU(), nn.Linear(c.dim, 6 * c.dim))
         self.blocks = nn.ModuleList(WanBlock(c.dim, c.ffn_dim, c.num_heads, c.eps) for _ in range(c.num_blocks))
-        self.head = Head(c.dim, c.latent_channels * math.prod(c.patch_size), c.eps)
+        self.head = Head(c.dim, c.head_outputs, c.eps)
         # ---- added: keyboard injection and player association ----
         self.keyboard_encoder = KeyboardEncoder(c.num_keys, c.keyboard_dim, c.vae_time_factor)
         self.association = PlayerAssociation(c.keyboard_dim, c.clip_dim, c.association_heads, c.eps)
@@ -308,6 +308,26 @@ class WanToFightDiT(nn.Module):
         if c.mask_backend == "flex":
             return flex_block_mask(mod, F * N, kv_tokens, device)
         return dense_mask(mod, F * N, kv_tokens, device)
+
+    def reachable(self, latents: torch.Tensor) -> torch.Tensor:
+        """latents (B, C, F, H, W) -> their part that the head can move, the rest at 0 (the normalised latents'
+        mean). A head with fewer inputs (`dim`) than outputs (C pt ph pw values a token) has a rank-`dim`
+        weight: every velocity it gives lies in that many directions of each token's values, so a sampler
+        starting from noise never removes the noise in the others and leaves it in its output (std 0.71 on
+        `dim` 128 with 4x4 patches of 16 channels: speckle that no number of steps removes; docs/model.md,
+        "The head's rank"). The rollout sets those directions to 0. Unchanged when dim >= the outputs."""
+        if self.config.head_outputs <= self.config.dim:
+            return latents
+        basis, _ = torch.linalg.qr(self.head.head.weight.detach().double())  # weight (C pt ph pw, dim)  # (outputs, dim): the directions the head reaches
+        basis = basis.to(latents.dtype)
+        pt, ph, pw = self.config.patch_size
+        B, C, F, H, W = latents.shape
+        tokens = latents.reshape(B, C, F // pt, pt, H // ph, ph, W // pw, pw).permute(0, 2, 4, 6, 3, 5, 7, 1)
+        shape = tokens.shape
+        tokens = tokens.reshape(-1, pt * ph * pw * C)  # one row per token, in the head's (pt, ph, pw, C) order
+        tokens = (tokens @ basis) @ basis.T
+        tokens = tokens.reshape(shape).permute(0, 7, 1, 4, 2, 5, 3, 6)  # (B, C, F, pt, h, ph, w, pw)
+        return tokens.reshape(B, C, F, H, W)
 
     def _unpatchify(self, x: torch.Tensor, F: int, grid_h: int, grid_w: int) -> torch.Tensor:
         pt, ph, pw = self.config.patch_size

@@ -78,5 +78,6 @@ class StreamingGenerator:
         context = CachedContext(dit, self.model.new_cache(prompt.shape[0])) if use_cache else RecomputedContext(dit)
         for chunk in rollout_chunks(context, config, self.scheduler, prompt, prompt_keys, keys_stream,
                                     self.model.encode_references(references), steps=steps, sampler=self.sampler,
-                                    noise=generator, prompt_sigma=prompt_sigma, true_chunks=true_chunks):
+                                    noise=generator, prompt_sigma=prompt_sigma, true_chunks=true_chunks,
+                                    reachable=dit.reachable):
             yield chunk.latents

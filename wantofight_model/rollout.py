@@ -122,13 +122,17 @@ def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConf
                    prompt: torch.Tensor, prompt_keys: torch.Tensor, keys_stream: Iterable[torch.Tensor],
                    ref_tokens: torch.Tensor | None, *, steps: int = 4, sampler: str = "euler", noise: Noise = None,
                    prompt_sigma: float = 0.0, exit_steps: Sequence[int] | None = None,
-                   true_chunks: Iterable[torch.Tensor] | None = None) -> Iterator[Chunk]:
+                   true_chunks: Iterable[torch.Tensor] | None = None,
+                   reachable: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Iterator[Chunk]:
     """Yield one `Chunk` per keys entry, reading `keys_stream` only when the model is ready for it.
 
     prompt (B, C, 1 + 2 m, h, w) clean latents; prompt_keys (B, 1 + 8 m, P, 16); keys_stream yields
     (B, 8, P, 16); `exit_steps[c]` in [0, steps) picks chunk c's output step (default: the last);
-    `true_chunks` yields chunk c's true latents (B, C, 2, h, w), read once chunk c is generated.
+    `true_chunks` yields chunk c's true latents (B, C, 2, h, w), read once chunk c is generated;
+    `reachable` (the DiT's `reachable`) keeps the part of a finished chunk that the denoiser's head can move,
+    for its output and for the state its clean write reads (the rest would stay at its starting noise).
     """
+    reach = reachable or (lambda z: z)
     B, C, F0, h, w = prompt.shape
     per_chunk = config.chunk_latent_frames
     if (F0 - 1) % per_chunk:
@@ -163,7 +167,7 @@ def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConf
                 velocity = context(x, flow.timestep(sigmas[i]), keys, ref_tokens, i == write_step).to(x.dtype)
                 x0 = x - sigmas[i] * velocity
             if i == exit_step:
-                out = x0
+                out = reach(x0)
             fresh = None
             if sampler == "x0_renoise" and sigmas[i + 1] > 0:
                 fresh = draw_noise(x.shape, noise, x.device, x.dtype)
@@ -171,7 +175,7 @@ def rollout_chunks(context: CachedContext | RecomputedContext, config: ModelConf
         forwards = steps
         if write_step is None:  # the clean write: one more pass, over the finished chunk (or the true one)
             with torch.no_grad():
-                state = x.detach() if truths is None else true_chunk(truths, c, x)
+                state = reach(x.detach()) if truths is None else true_chunk(truths, c, x)
                 if config.context_sigma > 0:
                     state = flow.add_noise(state, draw_noise(x.shape, noise, x.device, x.dtype), config.context_sigma)
                 context(state, flow.timestep(config.context_sigma), keys, ref_tokens, True)
