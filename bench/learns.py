@@ -339,9 +339,9 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
            f"` at commit {commit()}; seeds: recordings as "
            f"bench/recipe.py (probe 1-3, held-out 100-102), curriculum split and training {SEED}, benchmark "
            "noise per case (benchmark/run.py).", "",
-           f"Steps: VAE {vae_steps}, stage 1 {steps['stage1']} (batch 4 x {args.frames} frames, 128x128, "
-           f"{dit_shape(runs)}, fighter_weight {FIGHTER_WEIGHT}), stage 2 {steps['stage2']}, stage 3 {steps['stage3']} "
-           "generator steps. "
+           f"Steps: VAE {vae_steps}, stage 1 {trained_steps(runs, 'stage1')} (batch 4 x {args.frames} frames, 128x128, "
+           f"{dit_shape(runs)}, fighter_weight {FIGHTER_WEIGHT}), stage 2 {trained_steps(runs, 'stage2')}, stage 3 "
+           f"{trained_steps(runs, 'stage3')} generator steps. "
            f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action), "
            "no LPIPS (no AlexNet weights offline).", ""]
     if vae_report:
@@ -411,6 +411,17 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
             "| " + " | ".join(seconds) + " |", "|---" * len(seconds) + "|",
             "| " + " | ".join(f"{s:.0f}" for s in seconds.values()) + " |", ""]
     return "\n".join(out)
+
+
+def trained_steps(runs: dict[str, Path], name: str) -> str:
+    """The steps stage `name` was trained for, as its checkpoint says (a run trained further by an earlier
+    invocation, or a --stage1 folder, may differ from this invocation's step count); "-" when not trained."""
+    from wantofight.inference.generation import resolve_checkpoint
+
+    run = runs.get(name)
+    if run is None or not run.is_dir():
+        return "-"
+    return f"{json.loads((resolve_checkpoint(run) / 'config.json').read_text()).get('step', '?'):,}"
 
 
 def dit_shape(runs: dict[str, Path]) -> str:
