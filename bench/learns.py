@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--stages", type=stages, default=STAGES, help=f"stages to train and score, comma-separated "
                         f"(default all: {','.join(STAGES)})")
     parser.add_argument("--stage1", type=Path, help="a trained stage 1 (a run, or a folder exported from one, e.g. "
-                        "bench/assets/stage1-frame4x) to start stage 2 from and score, instead of training one")
+                        "bench/assets/stage1-frame4x; docs/recipes.md) to start stage 2 from and score, instead of training one")
     parser.add_argument("--no-benchmark", action="store_true", help="stop after training (score later with the "
                         "same command without it)")
     args = parser.parse_args()
