@@ -416,12 +416,13 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
 def trained_steps(runs: dict[str, Path], name: str) -> str:
     """The steps stage `name` was trained for, as its checkpoint says (a run trained further by an earlier
     invocation, or a --stage1 folder, may differ from this invocation's step count); "-" when not trained."""
+    from wantofight.inference.checkpoints import read_config
     from wantofight.inference.generation import resolve_checkpoint
 
     run = runs.get(name)
     if run is None or not run.is_dir():
         return "-"
-    return f"{json.loads((resolve_checkpoint(run) / 'config.json').read_text()).get('step', '?'):,}"
+    return f"{read_config(resolve_checkpoint(run)).get('step', '?'):,}"
 
 
 def dit_shape(runs: dict[str, Path]) -> str:
