@@ -1,6 +1,10 @@
-"""`wtf train stage2`: per-chunk timesteps reach the model, overfit one batch, init from stage 1, exact resume."""
+"""`wtf train stage2`: per-chunk timesteps reach the model, overfit one batch, init from stage 1 (or a stage 2 to
+fine-tune), exact resume."""
 
 from __future__ import annotations
+
+import json
+import shutil
 
 import pytest
 import torch
@@ -153,15 +157,28 @@ def test_stage2_binds_each_players_keys_to_that_players_blob(keyed_stage2):
     assert keyed_stage2["keys"] < 0.5 * keyed_stage2["swapped"], keyed_stage2
 
 
-def test_init_from_stage1_takes_its_ema_weights_and_refuses_other_stages(tmp_path, stage1_run):
+def test_init_from_stage1_or_stage2_takes_its_ema_weights_and_refuses_stage3(tmp_path, stage1_run):
     trainer = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "a", init_from=stage1_run,
                             datasets=synthetic_datasets(), progress=False).setup()
     ema = checkpoints.read_tensors(checkpoints.latest_checkpoint(stage1_run), "ema.safetensors")
     state = trainer.model.dit.state_dict()
     assert all(torch.equal(state[k], v) for k, v in ema.items())
     trainer.fit()
-    with pytest.raises(TrainError, match="stage2 checkpoint; stage2 starts from stage1"):
-        Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "b", init_from=tmp_path / "a",
+    # a stage 2 fine-tunes a stage-2 model: its EMA weights, from step 0 with a fresh optimiser
+    tuned = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "b", init_from=tmp_path / "a",
+                          datasets=synthetic_datasets(), progress=False).setup()
+    saved = checkpoints.latest_checkpoint(tmp_path / "a")
+    ema2 = checkpoints.read_tensors(saved, "ema.safetensors")
+    state = tuned.model.dit.state_dict()
+    assert not all(torch.equal(ema[k], ema2[k]) for k in ema)  # the stage-2 step moved them
+    assert all(torch.equal(state[k], v) for k, v in ema2.items())
+    assert tuned.step_count == 0 and not tuned.optimizer.state
+    student = tmp_path / "student"
+    shutil.copytree(saved, student)
+    config = json.loads((student / "config.json").read_text())
+    (student / "config.json").write_text(json.dumps({**config, "stage": "stage3"}))
+    with pytest.raises(TrainError, match="stage3 checkpoint; stage2 starts from stage1 or stage2"):
+        Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "c", init_from=student,
                       datasets=synthetic_datasets(), progress=False).setup()
 
 

@@ -24,7 +24,7 @@ from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, OVERWRITE_OPTIO
 # ---------------------------------------------------------------------------------------------
 
 def stage2_command(
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Stage-1 run or checkpoint folder (or a Wan2.1 checkpoint). Not needed with --resume."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Stage-1 run or checkpoint folder, a stage-2 one to fine-tune (its weights, a fresh optimiser and step count), or a Wan2.1 checkpoint. Not needed with --resume."),
     preset: str = typer.Option("tiny", "--preset", help="Model and training preset: tiny, wan-1.3b."),
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR or latent cache."),
     out: Path = typer.Option(..., "--out", help="Run folder: checkpoints/, metrics.jsonl, val/ videos."),
@@ -37,12 +37,12 @@ def stage2_command(
     device: str = DEVICE_OPTION,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
 ) -> None:
-    """Stage 2: block-causal attention, one noise level per chunk (diffusion forcing), from stage 1."""
+    """Stage 2: block-causal attention, one noise level per chunk (diffusion forcing), from stage 1 (or a stage 2 to fine-tune)."""
     from wantofight.devices import resolve_device
     from wantofight.train.run import run_stage
 
     if init_from is None and not resume:
-        fail("stage2 starts from a stage-1 checkpoint: pass --init-from STAGE1_RUN_OR_CKPT (or --resume)")
+        fail("stage2 starts from a stage-1 (or stage-2) checkpoint: pass --init-from RUN_OR_CKPT (or --resume)")
     run_stage("stage2", preset=preset, data=data, out=out, max_steps=step_count(steps, max_steps), resume=resume,
               init_from=init_from, config_file=config_file, sets=set_, device=resolve_device(device), progress=progress,
               overwrite=overwrite, fail=fail)

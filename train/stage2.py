@@ -26,7 +26,9 @@ What changes from stage 1 (everything else, including the loop, checkpoints and 
  3. The validation video is generated as at inference: chunk by chunk over the rolling KV cache.
 
 `--init-from` takes a stage-1 run or checkpoint folder; its EMA weights (when present) become the
-starting point. A Wan2.1 checkpoint (file or folder) is also accepted, as in stage 1.
+starting point. A stage-2 run, checkpoint or exported folder is taken the same way, to fine-tune it: its
+weights with a fresh optimiser, schedule and step count (`--resume` continues a run exactly instead). A
+Wan2.1 checkpoint (file or folder) is also accepted, as in stage 1.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class Stage2Trainer(Stage1Trainer):
 
     stage = "stage2"
     attention = "block_causal"
-    init_stages = ("stage1",)
+    init_stages = ("stage1", "stage2")  # a stage 2 fine-tunes a stage-2 model (its weights, a fresh optimiser)
 
     def build_model(self, init_from):
         if init_from is not None and is_trainer_checkpoint(init_from):
