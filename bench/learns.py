@@ -415,14 +415,19 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
 
 def trained_steps(runs: dict[str, Path], name: str) -> str:
     """The steps stage `name` was trained for, as its checkpoint says (a run trained further by an earlier
-    invocation, or a --stage1 folder, may differ from this invocation's step count); "-" when not trained."""
+    invocation, or a --stage1 folder, may differ from this invocation's step count), with its LR schedule when
+    that is not the recipe's constant one; "-" when not trained."""
     from wantofight.inference.checkpoints import read_config
     from wantofight.inference.generation import resolve_checkpoint
 
     run = runs.get(name)
     if run is None or not run.is_dir():
         return "-"
-    return f"{read_config(resolve_checkpoint(run)).get('step', '?'):,}"
+    saved = read_config(resolve_checkpoint(run))
+    optim = saved.get("train", {}).get("optim", {})
+    schedule = (f" (LR {optim['lr']:g}, {optim['schedule']} to {optim['min_lr_ratio']:g}x at step "
+                f"{saved['train'].get('max_steps', '?'):,})" if optim.get("schedule", "constant") != "constant" else "")
+    return f"{saved.get('step', '?'):,}{schedule}"
 
 
 def dit_shape(runs: dict[str, Path]) -> str:
