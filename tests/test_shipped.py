@@ -15,6 +15,7 @@ from wantofight.cli import app
 from wantofight.inference.generation import read_frames
 from wantofight.inference.shipped import SHIPPED_ROOT, shipped_names
 
+from train_helpers import SAVED
 from test_play import KEYMAP, display, keysym, model_session, xdotool  # noqa: F401 (display: a fixture)
 
 REFS = "duel"  # the game's own portraits, by name
@@ -43,7 +44,7 @@ def test_models_saved_before_the_clean_cache_write_keep_the_write_they_were_made
     from wantofight_model.config import ModelConfig
     from wantofight_model.presets import get_preset
 
-    saved = checkpoints.read_config(SHIPPED_ROOT / "duel-tiny")  # made as a model saved before the clean write
+    saved = checkpoints.read_config(SAVED / "duel-tiny-2026-12-06")  # made as a model saved before the clean write
     for model in (saved["model"], saved["train"]["model"]):
         model.pop("cache_write", None)
     folder = tmp_path / "saved-before"

@@ -9,7 +9,7 @@ import signal
 import pytest
 import torch
 
-from train_helpers import (KEYED_SETS, FixedBatch, FixedDraws, KeyedBlobDataset, SyntheticLatentDataset, keyed_losses,
+from train_helpers import (KEYED_SETS, SAVED, FixedBatch, FixedDraws, KeyedBlobDataset, SyntheticLatentDataset, keyed_losses,
                            losses, synthetic_datasets, tiny_config)
 from wantofight.inference import checkpoints
 from wantofight.outputs import OutputExists
@@ -244,15 +244,14 @@ def test_a_vae_named_by_a_relative_or_an_absolute_path_is_the_same_model(tmp_pat
 
 
 def test_a_model_saved_before_the_vae_had_a_kind_is_the_same_model():
-    """A run saved before the per-frame autoencoder (duel-tiny as shipped until 2026-12-06, made here from the
-    shipped config with the two keys dropped) has no `kind` and no `norm_groups` in its VAE config: they were the
+    """A run saved before the per-frame autoencoder (duel-tiny as shipped from 2026-12-06, made here from its
+    config with the two keys dropped) has no `kind` and no `norm_groups` in its VAE config: they were the
     defaults then, so `--init-from` such a run is not refused as a different model; a saved VAE of the other kind
     still is."""
-    from wantofight.inference.shipped import shipped_path
     from wantofight.train.checkpoint import model_differences
     from wantofight.train.config import resolve_config
 
-    folder = shipped_path("duel-tiny")
+    folder = SAVED / "duel-tiny-2026-12-06"  # its configs (tests/saved/README.md)
     saved = json.loads((folder / "config.json").read_text())["model"]
     for key in ("kind", "norm_groups"):  # what this test is about: a config saved before they existed
         saved["vae"].pop(key, None)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from wantofight.train.config import resolve_config
 from wantofight_model.presets import get_preset
 
+SAVED = Path(__file__).parent / "saved"  # configs of models saved before a setting existed (its README.md)
 TIERS = ("single-action", "dual-action", "full-match")
 FRAMES = 17  # chunk 0 + 2 chunks of 8: 5 latent frames, enough for every code path and fast on CPU
 
