@@ -9,8 +9,8 @@ import signal
 import pytest
 import torch
 
-from train_helpers import (KEYED_SETS, SAVED, FixedBatch, FixedDraws, KeyedBlobDataset, SyntheticLatentDataset, keyed_losses,
-                           losses, synthetic_datasets, tiny_config)
+from train_helpers import (KEYED_SETS, SAVED, FixedBatch, FixedDraws, KeyedBlobDataset, SyntheticLatentDataset,
+                           keyed_losses, losses, synthetic_datasets, tiny_config)
 from wantofight.inference import checkpoints
 from wantofight.outputs import OutputExists
 from wantofight.train import checkpoint as ckpt
