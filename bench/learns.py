@@ -643,7 +643,7 @@ def place_targets(report_dir: Path, models: tuple[str, ...] = (SHIP_STAGE, *(c f
             "interval over them, paired where two variants are compared; `met` reads the first model. `duel-tiny-before` is "
             "the model shipped before this run, where the report holds it. The last column is the emulator on the same cases "
             "(`--keys zero`: the recording replayed with no keys).", "",
-            "| target | " + " | ".join(models) + " | wanted | " + models[0] + " | the emulator |",
+            "| target | " + " | ".join(models) + " | wanted | " + models[0] + ": met? | the emulator |",
             "|---" * (len(models) + 4) + "|", *rows, *([""] + before if before else [])]
 
 
