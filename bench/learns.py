@@ -424,9 +424,12 @@ def trained_steps(runs: dict[str, Path], name: str) -> str:
     if run is None or not run.is_dir():
         return "-"
     saved = read_config(resolve_checkpoint(run))
-    optim = saved.get("train", {}).get("optim", {})
-    schedule = (f" (LR {optim['lr']:g}, {optim['schedule']} to {optim['min_lr_ratio']:g}x at step "
-                f"{saved['train'].get('max_steps', '?'):,})" if optim.get("schedule", "constant") != "constant" else "")
+    train = saved.get("train", {})
+    optim = train.get("optim", {})
+    schedule = ""
+    if optim.get("schedule", "constant") != "constant":  # a saved schedule always comes with its lr and max_steps
+        schedule = (f" (LR {optim['lr']:g}, {optim['schedule']} to {optim['min_lr_ratio']:g}x at step "
+                    f"{train['max_steps']:,})")
     return f"{saved.get('step', '?'):,}{schedule}"
 
 
