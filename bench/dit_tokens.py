@@ -67,6 +67,8 @@ def init_folder(out: Path, fields: dict, vae: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for name in ("model.safetensors", "ema.safetensors", "reference_encoder.safetensors"):
+        if not (SHIPPED / name).is_file():  # an EMA-only export keeps no ema.safetensors
+            continue
         shutil.copy2(SHIPPED / name, tmp / name)
         if name != "reference_encoder.safetensors" and fields.get("patch_size") == [1, 1, 1]:
             finer_patches(tmp / name)

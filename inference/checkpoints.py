@@ -52,6 +52,25 @@ def read_tensors(path: Path, name: str) -> dict[str, torch.Tensor] | None:
     return load_file(str(file)) if file.exists() else None
 
 
+EMA_ONLY = "ema_only"
+"""A config.json key set by `shipped.export_checkpoint`: model.safetensors holds the EMA weights, and no raw ones
+are kept (half the size; sampling and initialising a stage read the EMA weights)."""
+
+
+def read_weights(path: Path, weights: str = "ema") -> tuple[dict[str, torch.Tensor], str]:
+    """The DiT's state dict in a checkpoint folder, and which weights it holds: `ema` asks for the EMA shadows over
+    the model file's tensors where the folder keeps them (else the raw weights), `model` for the raw ones. A
+    ValueError where `model` is asked of an export that kept only its EMA weights."""
+    state = read_tensors(path, "model.safetensors")
+    if read_config(path).get(EMA_ONLY):
+        if weights == "model":
+            raise ValueError(f"{path} keeps only its EMA weights (an exported model); its raw weights are not there: "
+                             "use the EMA weights, or the run it was exported from")
+        return state, "ema"
+    ema = read_tensors(path, "ema.safetensors") if weights == "ema" else None
+    return ({**state, **ema}, "ema") if ema is not None else (state, "model")  # buffers come from the model file
+
+
 def saved_train_config(saved: dict) -> dict:
     """A checkpoint's saved train config, with the model fields its model predates set to the values it
     was made with (`LEGACY_FIELDS`): an old run resumes, and an old model samples, as before."""

@@ -123,13 +123,10 @@ def load_generator(checkpoint: str | Path, preset: str | None = None, weights: s
             raise GenerationError(f"{path} holds a {json.loads((path / 'config.json').read_text()).get('preset')} "
                                   f"model, not {preset}")
         model = WanToFight.from_config(config, device=device)
-        state = checkpoints.read_tensors(path, "model.safetensors")
-        used = "model"
-        if weights == "ema":
-            ema = checkpoints.read_tensors(path, "ema.safetensors")
-            if ema is not None:
-                state = {**state, **ema}  # EMA covers the trainable tensors; buffers come from the model file
-                used = "ema"
+        try:
+            state, used = checkpoints.read_weights(path, weights)
+        except ValueError as e:
+            raise GenerationError(str(e)) from None
         model.dit.load_state_dict(state)
         ref = checkpoints.read_tensors(path, "reference_encoder.safetensors")
         if ref is not None:

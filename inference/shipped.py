@@ -3,7 +3,10 @@
     inference/shipped/NAME/
         config.json                     the trainer checkpoint's config (model.vae.pretrained = "vae", in its
                                         `train` section and at its top level)
-        model.safetensors, ema.safetensors, reference_encoder.safetensors   what sampling reads
+        model.safetensors               the DiT's EMA weights (config.json: "ema_only": true); a folder
+                                        exported before 2026-12-07 keeps the raw ones here and the EMA ones in
+                                        ema.safetensors
+        reference_encoder.safetensors   the reference-image encoder
         vae/                            the VAE the model decodes with (a `wtf train vae` folder)
         MODEL_CARD.md                   data, recipe, commit, benchmark table
 
@@ -51,8 +54,10 @@ def own_vae(folder: Path, pretrained: str | None) -> str | None:
     return pretrained
 
 
-def export_checkpoint(checkpoint: Path, out: Path) -> Path:
-    """Copy what sampling needs from a trainer checkpoint folder, and its VAE, into `out` (new)."""
+def export_checkpoint(checkpoint: Path, out: Path, ema_only: bool = True) -> Path:
+    """Copy what sampling needs from a trainer checkpoint folder, and its VAE, into `out` (new). `ema_only`: keep
+    the weights sampling and `--init-from` read (the EMA ones, in model.safetensors; half the size), not the raw
+    weights beside them."""
     checkpoint, out = Path(checkpoint), Path(out)
     if out.exists():
         raise FileExistsError(f"{out} exists; pass a new folder")
@@ -61,8 +66,15 @@ def export_checkpoint(checkpoint: Path, out: Path) -> Path:
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     for name in SAMPLING_FILES[1:]:
-        if (checkpoint / name).is_file():
+        if (checkpoint / name).is_file() and not (ema_only and name in ("model.safetensors", "ema.safetensors")):
             shutil.copy2(checkpoint / name, staged / name)
+    if ema_only:
+        from safetensors.torch import save_file
+
+        from wantofight.inference.checkpoints import EMA_ONLY, read_weights
+
+        save_file(read_weights(checkpoint, "ema")[0], str(staged / "model.safetensors"))
+        config[EMA_ONLY] = True
     vae = config["train"].get("model", {}).get("vae", {}).get("pretrained")
     if vae is not None:
         (staged / VAE_SUBDIR).mkdir()

@@ -378,7 +378,7 @@ def test_wtf_train_decoder_prunes_the_game_vae(ds_dir, vae_dir, tmp_path):
 @pytest.mark.slow
 def test_a_shipped_model_loads_by_name_and_decodes_with_the_vae_it_carries(ds_dir, vae_dir, tmp_path, monkeypatch):
     from wantofight.inference import shipped
-    from wantofight.inference.generation import load_generator, resolve_checkpoint
+    from wantofight.inference.generation import GenerationError, load_generator, resolve_checkpoint
 
     run = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "stage1", "--data", str(ds_dir), "--out", str(run), *STAGE1_FAST,
@@ -386,8 +386,8 @@ def test_a_shipped_model_loads_by_name_and_decodes_with_the_vae_it_carries(ds_di
     assert result.exit_code == 0, result.output
     root = tmp_path / "shipped"
     folder = shipped.export_checkpoint(resolve_checkpoint(run), root / "duel-test")
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "ema.safetensors", "model.safetensors",
-                                                        "reference_encoder.safetensors", "vae"]
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors",
+                                                        "reference_encoder.safetensors", "vae"]  # EMA weights only
     assert not list(root.glob(".*"))  # nothing half-written left beside it
     config = json.loads((folder / "config.json").read_text())  # no path of this machine left in it
     assert config["train"]["model"]["vae"]["pretrained"] == config["model"]["vae"]["pretrained"] == "vae"
@@ -395,8 +395,12 @@ def test_a_shipped_model_loads_by_name_and_decodes_with_the_vae_it_carries(ds_di
     loaded = load_generator("duel-test")
     assert loaded.config.vae.pretrained == str(folder / "vae")
     assert same_weights(loaded.vae, WanVAE.from_pretrained(vae_dir))
-    original = load_generator(run)
+    original, raw = load_generator(run), load_generator(run, weights="model")
     assert all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(), original.model.state_dict().values()))
+    assert not all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(), raw.model.state_dict().values()))
+    assert "ema weights" in loaded.source
+    with pytest.raises(GenerationError, match="keeps only its EMA weights"):
+        load_generator("duel-test", weights="model")
     from wantofight.benchmark.run import BenchmarkError, plan_variants
 
     assert plan_variants("duel-test", baselines=False)[0].checkpoint == str(folder)  # `wtf benchmark run` too

@@ -73,16 +73,16 @@ def load_trainer_weights(trainer, model: nn.Module, source: str | Path, expect_s
     widened = changed == ["previous_frame_input=False"]  # the channels are added, at zero: the same model
     if changed and not widened:
         raise TrainError(f"{path} holds a model with different {', '.join(changed)}")
-    state = checkpoints.read_tensors(path, "model.safetensors")
-    ema = checkpoints.read_tensors(path, "ema.safetensors") if prefer_ema else None
-    if ema is not None:
-        state = {**state, **ema}
+    try:
+        state, used = checkpoints.read_weights(path, "ema" if prefer_ema else "model")
+    except ValueError as e:
+        raise TrainError(str(e)) from None
     state["patch_embedding.weight"] = model.dit.fit_patch_embedding(state["patch_embedding.weight"])
     model.dit.load_state_dict(state)
     ref = checkpoints.read_tensors(path, "reference_encoder.safetensors")
     if ref is not None:
         model.reference_encoder.load_state_dict(ref)
-    trainer.log(f"initialised from {path} ({'EMA' if ema is not None else 'raw'} weights of step {saved.get('step')})"
+    trainer.log(f"initialised from {path} ({'EMA' if used == 'ema' else 'raw'} weights of step {saved.get('step')})"
                 + ("; the previous-frame input it was trained without starts at zero" if widened else ""))
     return path
 
