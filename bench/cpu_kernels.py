@@ -1,6 +1,9 @@
 """What the Wan VAE's faster CPU kernels buy (wantofight_model/cpu_kernels.py): ms per chunk of a
 streamed decode and encode with them and with PyTorch's own kernels, side by side in one run.
 
+"The shipped model" here is the Wan-layout `duel-tiny` shipped on 2026-12-06 and replaced on 2026-12-07, kept as it
+was in bench/assets/duel-tiny-2026-12-06 so that these measurements start from the same weights.
+
 The same VAE and latents in both modes, interleaved repeat by repeat; "pytorch" is a copy of the VAE with
 its layers turned back into diffusers' classes (`use_pytorch_kernels`). Rows: the shipped duel-tiny's VAE (128x128) and the tiny
 preset's random VAE (64x64, the one the tests and the README use); a chunk is 8 frames (2 latent
@@ -24,7 +27,7 @@ import torch
 from model import rollout  # bench/model.py: `python bench/cpu_kernels.py` puts bench/ first on the path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ROOT / "inference" / "shipped" / "duel-tiny"
+SHIPPED = ROOT / "bench" / "assets" / "duel-tiny-2026-12-06"  # the Wan-layout duel-tiny these measurements start from
 
 
 def streamed(vae, latents: torch.Tensor, frames: torch.Tensor, chunks: int) -> tuple[float, float, torch.Tensor]:

@@ -41,7 +41,7 @@ def step_seconds(fields: dict, frames: int, steps: int) -> tuple[int, int, float
     from wantofight_model.config import ModelConfig
     from wantofight_model.model import WanToFight
 
-    config = json.loads((ROOT / "inference" / "shipped" / "duel-tiny" / "config.json").read_text())["model"]
+    config = json.loads((ROOT / "bench" / "assets" / "duel-tiny-2026-12-06" / "config.json").read_text())["model"]
     config["vae"].update(fields.get("vae", {}), pretrained=None)
     frames = fields.get("frames", frames)
     config.update({k: v for k, v in fields.items() if k not in ("vae", "frames")})

@@ -2,6 +2,9 @@
 DiT, each measured on the one-chunk x error (`wtf benchmark run --teacher-forced`: every chunk generated from the
 recorded chunks before it), side by side with the first frame, the emulator and the shipped model.
 
+"The shipped model" here is the Wan-layout `duel-tiny` shipped on 2026-12-06 and replaced on 2026-12-07, kept as it
+was in bench/assets/duel-tiny-2026-12-06 so that these measurements start from the same weights.
+
     python bench/dit_tokens.py [--steps 1000] [--max-cases 3] [--variants shift5,shift2,...]
 
 Every variant starts from the shipped `duel-tiny`'s weights and is trained by `wtf train stage2` for the same
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learns import trained, wtf  # noqa: E402  (the recipe's: run a documented `wtf` command; a run's last step)
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ROOT / "inference" / "shipped" / "duel-tiny"
+SHIPPED = ROOT / "bench" / "assets" / "duel-tiny-2026-12-06"  # the Wan-layout duel-tiny these measurements start from
 SIZE = "128x128"
 FRAMES = 33
 SCENARIOS = "dual-action,jump_over,chase_cross,overlap"

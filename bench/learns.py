@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "learns", help="VAE, stages and reports")
     parser.add_argument("--vae", type=Path, help="a trained `wtf train vae` folder to use instead of training one")
     parser.add_argument("--vae-base", type=Path, help="a VAE trained on 33-frame runs (e.g. "
-                        "inference/shipped/duel-tiny/vae) to start the fighter-weighted VAE step from, instead of training steps 4 and 5")
+                        "bench/assets/duel-tiny-2026-12-06/vae) to start the fighter-weighted VAE step from, instead of training steps 4 and 5")
     parser.add_argument("--probe", type=Path, default=ROOT / "runs" / "bench-probe" / SIZE,
                         help="the benchmark's probe at 128x128 (python bench/probe.py)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every training step count")

@@ -3,6 +3,9 @@ trained further) against the per-frame 2D autoencoder (8x and 4x), each trained 
 recipe's curriculum and scored by `wtf benchmark run --model vae` on the recipe's suite, beside the probe's
 reading of their round trips (docs/model.md, "A per-frame autoencoder").
 
+"The shipped model" here is the Wan-layout `duel-tiny` shipped on 2026-12-06 and replaced on 2026-12-07, kept as it
+was in bench/assets/duel-tiny-2026-12-06 so that these measurements start from the same weights.
+
     python bench/vae_layouts.py [--minutes 20] [--jobs 2] [--max-cases 2] [--only frame-8x,wan-8x]
 
 Needs bench/recipe.py's recordings and suite, the recipe's curriculum (bench/learns.py step 2) and the
@@ -28,7 +31,7 @@ import recipe  # noqa: E402
 import vae_probe  # noqa: E402
 
 ROOT = recipe.ROOT
-SHIPPED = ROOT / "inference" / "shipped" / "duel-tiny" / "vae"
+SHIPPED = ROOT / "bench" / "assets" / "duel-tiny-2026-12-06" / "vae"  # the Wan-layout VAE shipped until 2026-12-07
 COMMON = ["--size", "128x128", "--set", "precision=bf16", "--set", "data.batch_size=1", "--set", "data.frames=33",
           "--set", "vae.sample_posterior=false", "--set", "vae.crop=0", "--set", "vae.fighter_weight=20",
           "--set", "validation.every=0", "--set", "checkpoint.every=100000"]
