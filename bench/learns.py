@@ -59,9 +59,6 @@ with three times the extra fighter pixels, while keeping both fighters findable 
 BEFORE = "duel-tiny-before"
 """The model shipped before this run, copied into --runs and scored beside the run's stages; `--ship` replaces the
 shipped one only while this copy of it is kept."""
-BEFORE_LONG_CASES = 6
-"""The 60-s sessions the model shipped before is scored on (the first of --max-cases): about 3 min a session on 2
-cores, and it is a reference, read case by case against the same sessions of the others (paired intervals)."""
 STAGES = ("stage1", "stage1-no-curriculum", "stage2", "stage3")
 """What the recipe trains after the VAE, in order; --stages picks some (a stage needs the one it starts from)."""
 NEEDS = {"stage2": "stage1", "stage3": "stage2"}
@@ -273,19 +270,16 @@ def main() -> None:
     # the candidates for shipping also teacher-forced on the short cases (each chunk from the recorded context): their
     # one-chunk error; the student also with swapped keys (the identity targets)
     candidates = [n for n in CANDIDATES if n in runs]
-    cases = args.max_cases
     for name, keys, scenarios, extra in [*((n, "real", short, []) for n in runs if n not in CANDIDATES),
                                          *((n, "real", ",".join(SCENARIO_ORDER), []) for n in candidates),
                                          *((n, "zero" if n != "stage3" else "zero,swap-players", short, [])
                                            for n in candidates),
                                          *((n, "real", short, ["--teacher-forced"]) for n in candidates),
                                          *(((BEFORE, "real", short, ["--teacher-forced"]),
-                                            (BEFORE, "real", "long", ["--max-cases", str(min(cases, BEFORE_LONG_CASES))]))
-                                           if before else ())]:
-        limit = [] if "--max-cases" in extra else ["--max-cases", str(cases)]
+                                            (BEFORE, "real", "long", [])) if before else ())]:
         wtf("benchmark", "run", str(suite), "--probe", str(args.probe), "--out", str(report), "--checkpoint",
-            str(runs.get(name, before)), "--keys", keys, "--scenarios", scenarios, *limit, "--no-lpips",
-            "--videos", "1", "--resume", *extra, log=log)
+            str(runs.get(name, before)), "--keys", keys, "--scenarios", scenarios, "--max-cases", str(args.max_cases),
+            "--no-lpips", "--videos", "1", "--resume", *extra, log=log)
     seconds["benchmark"] = time.perf_counter() - t0
     seconds = spent(args.runs / "seconds.json", seconds)
 
@@ -348,8 +342,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
            f"Steps: VAE {vae_steps}, stage 1 {trained_steps(runs, 'stage1')} (batch 4 x {args.frames} frames, 128x128, "
            f"{dit_shape(runs)}, fighter_weight {FIGHTER_WEIGHT}), stage 2 {trained_steps(runs, 'stage2')}, stage 3 "
            f"{trained_steps(runs, 'stage3')} generator steps. "
-           f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action; the "
-           f"model shipped before this run on {min(args.max_cases, BEFORE_LONG_CASES)} of the 60-s sessions), "
+           f"Benchmark: at most {args.max_cases} cases per scenario (per player and action for single-action), "
            "no LPIPS (no AlexNet weights offline).", ""]
     if vae_report:
         last = vae_report.get("last_psnr", {}).get("val")
