@@ -317,7 +317,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
 
     by = {v["name"]: v for v in report["variants"]}
     rows = ["emulator", "emulator keys=zero", "emulator keys=swap-players", "first-frame", f"vae {vae.name}", *runs,
-            "stage3 keys=zero", "stage3 keys=swap-players"]
+            *(f"{n} keys={k}" for n in CANDIDATES for k in ("zero", "swap-players")), BEFORE]
     rows = [r for r in rows if r in by]
     vae_report = json.loads((vae / "report.json").read_text()) if (vae / "report.json").is_file() else {}
 
@@ -404,7 +404,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
         out.append(f"| {r} | " + " | ".join(f"{fmt(x, '.1f')} / {fmt(e, '.1f')}" for x, e in
                                             zip(padded(v["x_error_chunks"]), padded(v["extra_fighters_chunks"]))) + " |")
     out += ["", *key_gaps(runs), ""]
-    out += ["", *targets(by), ""]
+    out += ["", *targets(by), ""] if "stage3" in by else []  # the student's targets; this run trained none
     out += [*place_targets(args.runs / "report"), ""]
     out += ["## Time (seconds each step took; a step reused from an earlier invocation of the recipe in the same "
             "--runs folder keeps its time, the benchmark's add up; runs/.../seconds.json)", "",
@@ -612,8 +612,8 @@ def place_targets(report_dir: Path, models: tuple[str, ...] = (SHIP_STAGE, *(c f
     def verdict(met: bool, missed_by: str) -> str:
         return "met" if met else f"not met (by {missed_by})"
 
-    def compared(a: str, b: str, value, what: str) -> list[str]:
-        n, (x, y) = paired([a, b], value)
+    def compared(a: str, b: str, value, what: str, scenarios=SHORT) -> list[str]:
+        n, (x, y) = paired([a, b], value, scenarios)
         return [f"- {a} minus {b}, {what}: {np.mean(x) - np.mean(y):+.1f}"
                 f"{interval(ci.paired_bootstrap(lambda u, v: u - v, x, y), '+.1f')} ({n} cases)"] if n else []
 
@@ -639,7 +639,11 @@ def place_targets(report_dir: Path, models: tuple[str, ...] = (SHIP_STAGE, *(c f
         rows.append(f"| {label} | " + " | ".join(g for g, _ in got) + f" | {wanted} | {got[0][1]} | {em_figure} |")
     before = [*compared(models[0], "duel-tiny-before", window, "free-running x error px, 49 rows"),
               *compared(models[0], "duel-tiny-before", lambda c: mean(c.get("extra_fighters") or [None]),
-                        "extra fighter pixels per frame")] if "duel-tiny-before" in models[1:] else []
+                        "extra fighter pixels per frame"),
+              *compared(models[0], "duel-tiny-before", lambda c: None if c.get("found") is None else 100 * c["found"],
+                        "60-s sessions, both fighters found, points", {"long"}),
+              *compared(models[0], "duel-tiny-before", lambda c: mean(c.get("extra_fighters") or [None]),
+                        "60-s sessions, extra fighter pixels per frame", {"long"})] if "duel-tiny-before" in models[1:] else []
     return [f"## Place and motion: where the models put the fighters ({models[0]} is what `--ship` exports)", "",
             "Read case by case on the cases each model, the first frame and the emulator all scored (the short "
             "scenarios, 49 rows each, single-action 23; the 60-s sessions for the last row), with a 95% bootstrap "
