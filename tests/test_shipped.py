@@ -27,7 +27,7 @@ def test_duel_tiny_is_shipped_small_with_its_vae_and_its_card():
     assert "duel-tiny" in shipped_names()
     folder = SHIPPED_ROOT / "duel-tiny"
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    assert size < 12e6, f"{size / 1e6:.1f} MB"
+    assert size < 20e6, f"{size / 1e6:.1f} MB"  # 17.4 MB: width 256, EMA weights only, with its autoencoder
     config = json.loads((folder / "config.json").read_text())
     assert config["train"]["model"]["vae"]["pretrained"] == "vae" and (folder / "vae" / "config.json").is_file()
     card = (folder / "MODEL_CARD.md").read_text()
@@ -82,7 +82,8 @@ def test_wtf_generate_checkpoint_duel_tiny_draws_the_game_from_a_key_file(first_
     assert pressed.shape == released.shape == (33, 128, 128, 3)  # row 0 + 32 key-file rows, at 128x128
     assert np.array_equal(pressed[0], released[0])  # the same prompt frame
     # the keys reach the frames: the same prompt and noise with other keys give other frames (measured
-    # 3.0 levels on average, 0.17 with the duel-tiny before it; keys cut from the model give identical frames)
+    # 2.2 levels on average with the duel-tiny of 2026-12-07, 3.0 with the one before it; keys cut from the model give
+    # identical frames)
     assert np.abs(pressed[1:].astype(int) - released[1:].astype(int)).mean() > 0.5
     # it draws the game, not noise: the stage (most of the screen) stays where the prompt has it
     assert np.median(np.abs(pressed[-1].astype(int) - pressed[0].astype(int))) < 24
