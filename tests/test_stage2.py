@@ -157,7 +157,7 @@ def test_stage2_binds_each_players_keys_to_that_players_blob(keyed_stage2):
     assert keyed_stage2["keys"] < 0.5 * keyed_stage2["swapped"], keyed_stage2
 
 
-def test_init_from_stage1_or_stage2_takes_its_ema_weights_and_refuses_stage3(tmp_path, stage1_run):
+def test_init_from_stage1_or_stage2_takes_its_ema_weights_and_refuses_stage3(tmp_path, stage1_run, monkeypatch):
     trainer = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "a", init_from=stage1_run,
                             datasets=synthetic_datasets(), progress=False).setup()
     ema = checkpoints.read_tensors(checkpoints.latest_checkpoint(stage1_run), "ema.safetensors")
@@ -173,6 +173,15 @@ def test_init_from_stage1_or_stage2_takes_its_ema_weights_and_refuses_stage3(tmp
     assert not all(torch.equal(ema[k], ema2[k]) for k in ema)  # the stage-2 step moved them
     assert all(torch.equal(state[k], v) for k, v in ema2.items())
     assert tuned.step_count == 0 and not tuned.optimizer.state
+    # the same from its export (EMA weights only), named as a shipped model: `--init-from duel-tiny`
+    from wantofight.inference import shipped
+
+    shipped.export_checkpoint(saved, tmp_path / "shipped" / "duel-test")
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "shipped")
+    named = Stage2Trainer(stage_config("stage2", "max_steps=1"), None, tmp_path / "d", init_from="duel-test",
+                          datasets=synthetic_datasets(), progress=False).setup()
+    state = named.model.dit.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in ema2.items())
     student = tmp_path / "student"
     shutil.copytree(saved, student)
     config = json.loads((student / "config.json").read_text())

@@ -24,7 +24,7 @@ from wantofight.cli_util import DEVICE_OPTION, MAX_STEPS_OPTION, OVERWRITE_OPTIO
 # ---------------------------------------------------------------------------------------------
 
 def stage2_command(
-    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Stage-1 run or checkpoint folder, a stage-2 one to fine-tune (its weights, a fresh optimiser and step count), or a Wan2.1 checkpoint. Not needed with --resume."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Stage-1 run or checkpoint folder, a stage-2 one or a shipped model's name (e.g. duel-tiny) to fine-tune (its EMA weights, a fresh optimiser and step count), or a Wan2.1 checkpoint. Not needed with --resume."),
     preset: str = typer.Option("tiny", "--preset", help="Model and training preset: tiny, wan-1.3b."),
     data: Path = typer.Option(..., "--data", help="Curriculum DS_DIR or latent cache."),
     out: Path = typer.Option(..., "--out", help="Run folder: checkpoints/, metrics.jsonl, val/ videos."),

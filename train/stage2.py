@@ -43,7 +43,11 @@ from wantofight.train.trainer import TrainError
 
 
 def is_trainer_checkpoint(path: str | Path) -> bool:
-    path = Path(path)
+    """A run or checkpoint folder, or the name of a shipped model (a path that exists wins over a name, as in
+    `resolve_checkpoint`)."""
+    from wantofight.inference.shipped import shipped_path
+
+    path = Path(path) if Path(path).exists() else shipped_path(str(path)) or Path(path)
     return path.is_dir() and ((path / "config.json").exists() or (path / "checkpoints").is_dir())
 
 
