@@ -406,6 +406,7 @@ def results(report: dict, runs: dict[str, Path], vae: Path, steps: dict, args, s
     out += ["", *key_gaps(runs), ""]
     out += ["", *targets(by), ""] if "stage3" in by else []  # the student's targets; this run trained none
     out += [*place_targets(args.runs / "report"), ""]
+    out += [*per_label(args.runs / "report"), ""]
     out += ["## Time (seconds each step took; a step reused from an earlier invocation of the recipe in the same "
             "--runs folder keeps its time, the benchmark's add up; runs/.../seconds.json)", "",
             "| " + " | ".join(seconds) + " |", "|---" * len(seconds) + "|",
@@ -652,6 +653,49 @@ def place_targets(report_dir: Path, models: tuple[str, ...] = (SHIP_STAGE, *(c f
             "(`--keys zero`: the recording replayed with no keys).", "",
             "| target | " + " | ".join(models) + " | wanted | " + models[0] + ": met? | the emulator |",
             "|---" * (len(models) + 4) + "|", *rows, *([""] + before if before else [])]
+
+
+def per_label(report_dir: Path, model: str = SHIP_STAGE) -> list[str]:
+    """Where the keys cost `model`, per single-action label: the mean x error (native px, over the case's rows) of the
+    fighter whose keys act and of the one standing still, with the keys, with every key released, for the first frame
+    and teacher-forced, on the cases all of them scored. The labels whose keys put the actor further off than releasing
+    them are named below the table: there the keys reach the picture but move the fighter the wrong way or too far."""
+    from wantofight.benchmark.report import mean, read_variants
+
+    names = {"keys": model, "released": f"{model} keys=zero", "first frame": "first-frame",
+             "teacher-forced": f"{model} teacher-forced"}
+    cases = {info["name"]: {c["case_id"]: c for c in found if c["family"] == "single-action"}
+             for info, found in read_variants(report_dir)}
+    if any(not cases.get(n) for n in names.values()):
+        return []
+    ids = sorted(set.intersection(*(set(cases[n]) for n in names.values())))
+
+    def x(case: dict, player: int) -> float | None:
+        return mean(v for v in case["x_error"][player] if v is not None)
+
+    labels: dict[str, list[str]] = {}
+    for i in ids:
+        labels.setdefault(cases[model][i]["label"], []).append(i)
+    lines = [f"## Where the keys cost {model}, per single-action label", "",
+             "Mean x error in native px over each case's rows, of the fighter whose keys act (actor) and of the one "
+             "standing still (idle), on the cases every column scored.", "",
+             "| label (cases) | actor: keys | released | first frame | teacher-forced | idle: keys | released | "
+             "first frame |", "|---|---|---|---|---|---|---|---|"]
+    worse = []
+    for label, group in sorted(labels.items()):
+        def col(name: str, who: str) -> float | None:  # "actor" is 1 or 2, the player whose keys act
+            return mean(x(cases[names[name]][i], cases[model][i]["actor"] - 1 if who == "actor"
+                          else 2 - cases[model][i]["actor"]) for i in group)
+        actor = [col(n, "actor") for n in names]
+        idle = [col(n, "idle") for n in ("keys", "released", "first frame")]
+        lines.append(f"| {label} ({len(group)}) | " + " | ".join("n/a" if v is None else f"{v:.1f}" for v in [*actor, *idle])
+                     + " |")
+        if actor[0] is not None and actor[1] is not None and actor[0] > actor[1] + 1:
+            worse.append(f"{label} ({actor[0]:.1f} against {actor[1]:.1f} px released)")
+    if worse:
+        lines += ["", "The actor ends further off with its keys than with every key released on: " + "; ".join(worse)
+                  + ". What to try next for these: docs/recipes.md, \"The DiT on per-frame latents\"."]
+    return lines
 
 
 def contact_sheet(report_dir: Path, variant: str, out: Path, scenario: str = "dual-action", rows: int = 4,
