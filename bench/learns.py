@@ -681,7 +681,7 @@ def per_label(report_dir: Path, model: str = SHIP_STAGE) -> list[str]:
              "standing still (idle), on the cases every column scored.", "",
              "| label (cases) | actor: keys | released | first frame | teacher-forced | idle: keys | released | "
              "first frame |", "|---|---|---|---|---|---|---|---|"]
-    worse = []
+    worse, idle_moved, drifts, unfollowed = [], [], [], []
     for label, group in sorted(labels.items()):
         def col(name: str, who: str) -> float | None:  # "actor" is 1 or 2, the player whose keys act
             return mean(x(cases[names[name]][i], cases[model][i]["actor"] - 1 if who == "actor"
@@ -690,11 +690,31 @@ def per_label(report_dir: Path, model: str = SHIP_STAGE) -> list[str]:
         idle = [col(n, "idle") for n in ("keys", "released", "first frame")]
         lines.append(f"| {label} ({len(group)}) | " + " | ".join("n/a" if v is None else f"{v:.1f}" for v in [*actor, *idle])
                      + " |")
-        if actor[0] is not None and actor[1] is not None and actor[0] > actor[1] + 1:
-            worse.append(f"{label} ({actor[0]:.1f} against {actor[1]:.1f} px released)")
-    if worse:
-        lines += ["", "The actor ends further off with its keys than with every key released on: " + "; ".join(worse)
-                  + ". What to try next for these: docs/recipes.md, \"The DiT on per-frame latents\"."]
+        keys, free, first, forced = actor
+        if None in (keys, free, first, forced) or None in idle:
+            continue
+        if keys > free + 1:
+            worse.append(f"{label} ({keys:.1f} px against {free:.1f} released)")
+        if idle[0] > idle[1] + 1:
+            idle_moved.append(f"{label} ({idle[0]:.1f} px against {idle[1]:.1f} released)")
+        if first > 5 and forced < 0.6 * keys:
+            drifts.append(f"{label} ({forced:.1f} px teacher-forced against {keys:.1f} free-running)")
+        if forced > first + 5:
+            unfollowed.append(f"{label} ({forced:.1f} px teacher-forced against {first:.1f} for the first frame)")
+    readings = [
+        (worse, "The actor ends further off with its keys than with every key released on {}: the keys reach the "
+                "picture but do not move the fighter the way the game does."),
+        (idle_moved, "The actor's keys also move the fighter standing still on {}: they are not bound to their own "
+                     "fighter."),
+        (drifts, "One chunk from the true past is much closer than the free-running rollout on {}: the motion is "
+                 "there a chunk at a time and is lost as the rollout runs on."),
+        (unfollowed, "From the true past the actor is further off than the first frame on {}: the context it is "
+                     "given is not continued where it was.")]
+    found = [text.format("; ".join(named)) for named, text in readings if named]
+    if found:
+        lines += ["", *(f"- {f}" for f in found), "", "What each reading asks of the next recipe (a binding of each key "
+                  "stream to its fighter and direction; training on its own rollouts; more context for a fighter in "
+                  "the air) is argued in docs/recipes.md, \"The DiT on per-frame latents\"."]
     return lines
 
 
