@@ -658,8 +658,9 @@ def place_targets(report_dir: Path, models: tuple[str, ...] = (SHIP_STAGE, *(c f
 def per_label(report_dir: Path, model: str = SHIP_STAGE) -> list[str]:
     """Where the keys cost `model`, per single-action label: the mean x error (native px, over the case's rows) of the
     fighter whose keys act and of the one standing still, with the keys, with every key released, for the first frame
-    and teacher-forced, on the cases all of them scored. The labels whose keys put the actor further off than releasing
-    them are named below the table: there the keys reach the picture but move the fighter the wrong way or too far."""
+    and teacher-forced, on the cases all of them scored. Below the table, the labels where the keys put the actor
+    further off than releasing them, where they move the idle fighter, where one chunk from the true past is much
+    closer than the free-running rollout, and where the true past is not continued (each a lever, docs/recipes.md)."""
     from wantofight.benchmark.report import mean, read_variants
 
     names = {"keys": model, "released": f"{model} keys=zero", "first frame": "first-frame",
